@@ -1,0 +1,122 @@
+"""A task's view of one state store: uncommitted updates in front of the persistent store.
+
+Two jobs, both within one commit interval:
+
+* **Isolation**: updates stay in memory (the *overlay*) until the commit that makes their
+  changelog records durable has succeeded; only then are they written to RocksDB, with
+  the checkpoint, in one batch. So the persistent store never gets ahead of committed
+  data, and an aborted transaction is undone by dropping the overlay.
+* **Collapsing** (the write cache, on by default): repeated updates of a key are kept as
+  one dirty entry, and only its latest value is logged to the changelog and forwarded
+  downstream at flush time, as Kafka Streams' record cache does. With the cache off,
+  every update is logged and forwarded at once (one output per input record).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from baton.worker.context import RecordContext, Send
+from baton.worker.graph import StoreSpec
+from baton.worker.stores import KeyValueStore
+
+MISSING: Any = object()
+
+
+class _Dirty:
+    __slots__ = ("key", "offset", "origin", "partition", "timestamp", "topic", "value")
+
+    def __init__(self, key: Any, value: Any, ctx: RecordContext) -> None:
+        self.key = key
+        self.value = value
+        self.timestamp = ctx.timestamp
+        self.topic = ctx.topic
+        self.partition = ctx.partition
+        self.offset = ctx.offset
+        self.origin = (ctx.origin_topic, ctx.origin_partition, ctx.origin_offset)
+
+
+class TaskStore:
+    """The store as processors see it: ``get``/``put`` of objects by serialized key."""
+
+    def __init__(self, spec: StoreSpec, persistent: KeyValueStore, changelog_topic: str, partition: int,
+                 send: Send, ctx: RecordContext, caching: bool) -> None:
+        self.spec = spec
+        self.persistent = persistent
+        self.changelog_topic = changelog_topic
+        self.partition = partition
+        self._send = send
+        self._ctx = ctx
+        self._caching = caching
+        self._serialize = spec.value_serde.serialize
+        self._deserialize = spec.value_serde.deserialize
+        self._overlay: dict[bytes, Any] = {}
+        self._dirty: dict[bytes, _Dirty] = {}
+        self._pending: dict[bytes, bytes | None] = {}
+        self.forward: Callable[[Any, Any], None] = lambda _k, _v: None
+        # called with the error when forwarding a flushed entry fails downstream (dead-letter it)
+        self.on_flush_error: Callable[[Exception], None] = _reraise
+
+    def get(self, key: bytes) -> Any:
+        """The current value (uncommitted updates included), or ``MISSING``."""
+        value = self._overlay.get(key, MISSING)
+        if value is not MISSING:
+            return value
+        raw = self.persistent.get(key)
+        return MISSING if raw is None else self._deserialize(raw)
+
+    def put(self, key_bytes: bytes, key: Any, value: Any) -> None:
+        self._overlay[key_bytes] = value
+        if self._caching:
+            self._dirty[key_bytes] = _Dirty(key, value, self._ctx)
+        else:
+            self._log_and_forward(key_bytes, key, value)
+
+    def _log_and_forward(self, key_bytes: bytes, key: Any, value: Any) -> None:
+        raw = self._serialize(value)
+        self._pending[key_bytes] = raw
+        self._send(self.changelog_topic, key_bytes, raw, self.partition, self._ctx.timestamp, None)
+        self.forward(key, value)
+
+    def flush(self) -> None:
+        """Log and forward the latest value of every dirty key, each under its own record context."""
+        if not self._dirty:
+            return
+        ctx = self._ctx
+        saved = (ctx.topic, ctx.partition, ctx.offset, ctx.timestamp, ctx.origin_topic, ctx.origin_partition,
+                 ctx.origin_offset)
+        dirty, self._dirty = self._dirty, {}
+        try:
+            for key_bytes, entry in dirty.items():
+                ctx.topic, ctx.partition, ctx.offset, ctx.timestamp = (entry.topic, entry.partition, entry.offset,
+                                                                       entry.timestamp)
+                ctx.origin_topic, ctx.origin_partition, ctx.origin_offset = entry.origin
+                try:
+                    self._log_and_forward(key_bytes, entry.key, entry.value)
+                except Exception as exc:
+                    self.on_flush_error(exc)
+        finally:
+            (ctx.topic, ctx.partition, ctx.offset, ctx.timestamp, ctx.origin_topic, ctx.origin_partition,
+             ctx.origin_offset) = saved
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def commit(self, checkpoint: int | None) -> None:
+        """The changelog records are durable: persist them with the checkpoint, atomically."""
+        if self._pending or checkpoint is not None:
+            self.persistent.write(self._pending.items(), checkpoint)
+        self._pending.clear()
+        self._overlay.clear()
+
+    def discard(self) -> None:
+        """Forget everything since the last commit (aborted transaction, lost task)."""
+        self._overlay.clear()
+        self._dirty.clear()
+        self._pending.clear()
+
+
+def _reraise(exc: Exception) -> None:
+    raise exc

@@ -1,0 +1,63 @@
+"""``baton run``: run one worker process for a topology.
+
+Every option can also come from its ``BATON_*`` environment variable (how the operator
+configures pods); flags win over the environment. Validation is WorkerConfig's.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from pydantic import ValidationError
+
+from baton.worker.config import ErrorHandler, ProcessingGuarantee, StoreKind, WorkerConfig
+
+
+def _kafka_settings(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@click.command()
+@click.argument("topology", required=False, envvar="BATON_TOPOLOGY")
+@click.option("--bootstrap-servers", envvar="BATON_BOOTSTRAP_SERVERS", help="Kafka bootstrap servers.")
+@click.option("--application-id", envvar="BATON_APPLICATION_ID", help="Consumer group and internal topic prefix.")
+@click.option("--state-dir", type=click.Path(path_type=Path), envvar="BATON_STATE_DIR", help="Root of the stores.")
+@click.option("--processing-guarantee", type=click.Choice([g.value for g in ProcessingGuarantee]),
+              envvar="BATON_PROCESSING_GUARANTEE")
+@click.option("--instance-id", envvar="BATON_INSTANCE_ID", help="Static membership id (group.instance.id).")
+@click.option("--metrics-port", type=int, envvar="BATON_METRICS_PORT", help="Port of /metrics, /healthz, /readyz.")
+@click.option("--num-standby-replicas", type=int, envvar="BATON_NUM_STANDBY_REPLICAS")
+@click.option("--commit-interval-ms", type=int, envvar="BATON_COMMIT_INTERVAL_MS")
+@click.option("--error-handler", type=click.Choice([h.value for h in ErrorHandler]), envvar="BATON_ERROR_HANDLER")
+@click.option("--store", type=click.Choice([s.value for s in StoreKind]), envvar="BATON_STORE")
+@click.option("--write-cache/--no-write-cache", default=None, envvar="BATON_WRITE_CACHE")
+@click.option("--shutdown-grace-seconds", type=float, envvar="BATON_SHUTDOWN_GRACE_SECONDS")
+@click.option("-X", "--kafka-config", "kafka_config", multiple=True, callback=_kafka_settings,
+              help="Extra librdkafka setting key=value (repeatable); prefix consumer./producer. to target one.")
+def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> None:
+    """Run a worker for TOPOLOGY (PATH_OR_MODULE[:ATTR], default attribute `topology`)."""
+    from baton.worker import logs
+    from baton.worker.loader import load
+    from baton.worker.runtime import Worker
+
+    given = {k: v for k, v in options.items() if v is not None}
+    if topology is not None:
+        given["topology"] = topology
+    if kafka_config:
+        given["kafka_config"] = kafka_config
+    try:
+        config = WorkerConfig(**given)
+    except ValidationError as exc:
+        raise click.UsageError(str(exc)) from exc
+    logs.setup(config.application_id)
+    built = load(config.topology)
+    sys.exit(Worker(config, built).run())

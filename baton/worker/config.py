@@ -1,0 +1,87 @@
+"""The worker's configuration: one model, read from CLI flags and ``BATON_*`` variables.
+
+This model is the single source of truth for worker settings. The operator sets the
+same names as environment variables on each Pod (see ``baton.operator``), and a test
+checks that every variable the operator sets is a field here, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ProcessingGuarantee(StrEnum):
+    EXACTLY_ONCE_V2 = "exactly_once_v2"
+    AT_LEAST_ONCE = "at_least_once"
+
+
+class ErrorHandler(StrEnum):
+    """What to do with a record that fails to deserialize or process."""
+
+    DLQ = "dlq"  # send it to <application.id>-dlq with headers and go on
+    FAIL = "fail"  # stop the worker (the record stays uncommitted)
+
+
+class StoreKind(StrEnum):
+    ROCKSDB = "rocksdb"
+    MEMORY = "memory"
+
+
+class WorkerConfig(BaseSettings):
+    """Settings of one worker process. Field names map to ``BATON_<NAME>`` variables."""
+
+    model_config = SettingsConfigDict(env_prefix="BATON_", extra="forbid", frozen=True)
+
+    topology: str = Field(description="Python module or file path, optionally ':attr', of the Topology")
+    bootstrap_servers: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
+    application_id: str = Field(
+        description="Kafka Streams-style application.id: consumer group, prefix of internal topics",
+        pattern=r"^[a-zA-Z0-9._-]{1,200}$",
+    )
+    state_dir: Path = Field(default=Path("/var/lib/baton"), description="Root of the local state stores")
+    processing_guarantee: ProcessingGuarantee = ProcessingGuarantee.EXACTLY_ONCE_V2
+    commit_interval_ms: int | None = Field(
+        default=None, ge=1, description="Commit interval; default 100 under exactly-once, 30000 otherwise"
+    )
+    instance_id: str | None = Field(
+        default=None, description="Static membership: group.instance.id (the Pod name under the operator)"
+    )
+    num_standby_replicas: int = Field(default=0, ge=0, le=10)
+    metrics_port: int = Field(default=8080, ge=0, le=65535, description="Port of /metrics, /healthz, /readyz")
+    error_handler: ErrorHandler = ErrorHandler.DLQ
+    store: StoreKind = StoreKind.ROCKSDB
+    write_cache: bool = Field(default=True, description="Collapse repeated updates of a key within a commit")
+    shutdown_grace_seconds: float = Field(default=30.0, gt=0)
+    color: str | None = Field(default=None, description="blue or green under blue-green deploys; None alone")
+    control_topic: str | None = Field(default=None, description="<applicationId>-control under blue-green")
+    replication_factor: int = Field(
+        default=-1, ge=-1, description="Replication of internal topics the worker creates; -1: broker default"
+    )
+    kafka_config: dict[str, str] = Field(
+        default_factory=dict, description="Extra librdkafka settings (JSON in BATON_KAFKA_CONFIG)"
+    )
+
+    @field_validator("color")
+    @classmethod
+    def _color(cls, value: str | None) -> str | None:
+        if value not in (None, "blue", "green"):
+            raise ValueError("color must be 'blue' or 'green'")
+        return value
+
+    @property
+    def effective_commit_interval_ms(self) -> int:
+        """Kafka Streams' defaults: 100 ms under exactly-once, 30 s at-least-once."""
+        if self.commit_interval_ms is not None:
+            return self.commit_interval_ms
+        return 100 if self.processing_guarantee is ProcessingGuarantee.EXACTLY_ONCE_V2 else 30_000
+
+
+def env_var(field: str) -> str:
+    """The environment variable that sets ``field`` (used by the operator's Pod builder)."""
+    if field not in WorkerConfig.model_fields:
+        raise KeyError(f"{field} is not a worker setting")
+    return f"BATON_{field.upper()}"

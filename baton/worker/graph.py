@@ -1,0 +1,164 @@
+"""The logical topology: nodes the DSL records, and how they split into sub-topologies.
+
+These are plain data. The DSL (``dsl.py``) builds them, ``build()`` validates them and
+groups them into sub-topologies, and ``processors.py`` turns one sub-topology into the
+per-task processor chain. Keeping the graph inert lets unit tests check its shape
+without Kafka, and lets the operator reason about it (e.g. "has a repartition step").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from baton.worker.serdes import Serde
+from baton.worker.windows import TimeWindows
+
+
+@dataclass(eq=False)
+class Node:
+    """A step of the topology. ``children`` receive what it forwards."""
+
+    name: str
+    children: list[Node] = field(default_factory=list, init=False, repr=False)
+
+
+@dataclass(eq=False)
+class SourceNode(Node):
+    """Records of ``topics`` enter here, consumed through the application's consumer group."""
+
+    topics: list[str]
+    key_serde: Serde[Any]
+    value_serde: Serde[Any]
+    internal: bool = False  # a repartition topic: its name gets the application id prefix
+
+
+@dataclass(eq=False)
+class FilterNode(Node):
+    predicate: Callable[[Any, Any], bool]
+
+
+@dataclass(eq=False)
+class MapNode(Node):
+    """``fn(key, value) -> (key, value)``; changes the key, so grouping needs a repartition."""
+
+    fn: Callable[[Any, Any], tuple[Any, Any]]
+
+
+@dataclass(eq=False)
+class MapValuesNode(Node):
+    fn: Callable[[Any], Any]
+
+
+@dataclass(eq=False)
+class FlatMapNode(Node):
+    """``fn(key, value) -> iterable of (key, value)``."""
+
+    fn: Callable[[Any, Any], Any]
+
+
+@dataclass(eq=False)
+class PeekNode(Node):
+    fn: Callable[[Any, Any], None]
+
+
+@dataclass(eq=False)
+class SinkNode(Node):
+    topic: str
+    key_serde: Serde[Any]
+    value_serde: Serde[Any]
+    internal: bool = False  # a repartition topic: name gets the application id prefix
+
+
+@dataclass(eq=False)
+class StoreSpec:
+    """A state store of a sub-topology. ``source_topic`` set means the topic is its changelog."""
+
+    name: str
+    key_serde: Serde[Any]
+    value_serde: Serde[Any]
+    source_topic: str | None = None
+
+
+@dataclass(eq=False)
+class AggregateNode(Node):
+    """count/reduce/aggregate, optionally windowed: ``aggregator(key, value, current) -> new``."""
+
+    store: StoreSpec
+    initializer: Callable[[], Any]
+    aggregator: Callable[[Any, Any, Any], Any]
+    windows: TimeWindows | None = None
+
+
+@dataclass(eq=False)
+class TableNode(Node):
+    """A table materialized from a topic, used as the lookup side of stream-table joins."""
+
+    store: StoreSpec
+
+
+@dataclass(eq=False)
+class JoinNode(Node):
+    """Stream-table join: looks the stream key up in ``table``; ``left`` keeps misses (table value None)."""
+
+    table: TableNode
+    joiner: Callable[[Any, Any], Any]
+    left: bool
+
+
+@dataclass(eq=False)
+class SubTopology:
+    """Nodes connected without a repartition topic: one task per partition of its sources."""
+
+    index: int
+    sources: list[SourceNode]
+    stores: list[StoreSpec]
+    tables: list[TableNode]
+
+    @property
+    def source_topics(self) -> list[str]:
+        return [t for s in self.sources for t in s.topics]
+
+
+@dataclass(eq=False)
+class BuiltTopology:
+    """A validated topology: what a worker runs. Internal topic names still lack the app id."""
+
+    subtopologies: list[SubTopology]
+    repartition_topics: list[str]  # suffixes: full name is f"{application_id}-{suffix}"
+
+    def stores(self) -> list[StoreSpec]:
+        return [s for sub in self.subtopologies for s in sub.stores]
+
+    def describe(self) -> str:
+        """A human-readable outline, like Kafka Streams' ``TopologyDescription``."""
+        lines: list[str] = []
+        for sub in self.subtopologies:
+            lines.append(f"Sub-topology {sub.index}")
+            seen: set[int] = set()
+
+            def walk(node: Node, depth: int) -> None:
+                if id(node) in seen:
+                    return
+                seen.add(id(node))
+                lines.append("  " * depth + f"{type(node).__name__.removesuffix('Node')}: {node.name}")
+                for child in node.children:
+                    walk(child, depth + 1)
+
+            for src in sub.sources:
+                walk(src, 1)
+        return "\n".join(lines)
+
+
+def reachable(starts: list[Node]) -> list[Node]:
+    """Every node reachable from ``starts`` (stopping at sinks), in discovery order."""
+    seen: dict[int, Node] = {}
+    stack = list(starts)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen[id(node)] = node
+        stack.extend(node.children)
+    return list(seen.values())

@@ -1,0 +1,43 @@
+"""One HTTP port for ``/metrics``, ``/healthz`` (the loop is alive) and ``/readyz`` (tasks restored)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+
+def serve(port: int, registry: CollectorRegistry, healthy: Callable[[], bool],
+          ready: Callable[[], bool]) -> ThreadingHTTPServer:
+    """Start the server in a daemon thread; port 0 picks a free port (see ``server_address``)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._reply(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+            elif path == "/healthz":
+                ok = healthy()
+                self._reply(200 if ok else 503, b"ok\n" if ok else b"stalled\n")
+            elif path == "/readyz":
+                ok = ready()
+                self._reply(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
+            else:
+                self._reply(404, b"not found\n")
+
+        def _reply(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - probes are not news
+            return
+
+    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="baton-http", daemon=True).start()
+    return server

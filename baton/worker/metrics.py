@@ -1,0 +1,32 @@
+"""Prometheus metrics of one worker, in a registry of its own (tests run several in one process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class Metrics:
+    def __init__(self, application_id: str) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.records_in = Counter("baton_records_consumed", "Input records processed", ["topic", "partition"],
+                                  registry=r)
+        self.records_out = Counter("baton_records_produced", "Records produced (sinks, changelogs, DLQ)",
+                                   registry=r)
+        self.dlq = Counter("baton_dlq_records", "Records sent to the dead-letter topic", ["stage"], registry=r)
+        self.commit_latency = Histogram("baton_commit_latency_seconds", "Duration of a commit", registry=r,
+                                        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+        self.commit_failures = Counter("baton_commit_failures", "Commits that failed and were rolled back",
+                                       registry=r)
+        self.restored = Counter("baton_restored_records", "Changelog records applied by restores",
+                                ["task", "store"], registry=r)
+        self.restores_completed = Counter("baton_restores_completed", "Task restores completed", ["task"],
+                                          registry=r)
+        self.tasks = Gauge("baton_tasks", "Tasks by state", ["state"], registry=r)
+        self.rebalances = Counter("baton_rebalances", "Rebalance callbacks (assign, revoke, lost)", ["kind"],
+                                  registry=r)
+        self.lag = Gauge("baton_consumer_lag", "High watermark minus position", ["topic", "partition"],
+                         registry=r)
+        self.ready = Gauge("baton_ready", "1 when every assigned task is restored and active", registry=r)
+        self.info = Gauge("baton_worker_info", "Worker identity", ["application_id"], registry=r)
+        self.info.labels(application_id).set(1)

@@ -1,0 +1,203 @@
+"""Restoring stores from changelogs, off the processing loop, with one manually assigned consumer.
+
+A restore job brings one store from its checkpoint to the end of its changelog
+partition, reading with ``read_committed`` so that records of aborted transactions are
+never applied. Each fetched batch is written to the store together with the offset it
+reaches, so an interrupted restore resumes where it stopped. The end is the
+partition-EOF event, which under ``read_committed`` fires at the last stable offset: no
+open transaction of another (possibly zombie) producer can make the restore wait or
+apply uncommitted data.
+
+Jobs marked ``tail`` keep reading after the end: that is how tables read from a topic
+stay current, and how standby tasks will follow their changelogs (same consumer, same
+loop, a job that never completes).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from baton.worker.naming import TaskId
+from baton.worker.stores import KeyValueStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class RestoreJob:
+    task: TaskId
+    store_name: str
+    topic: str
+    partition: int
+    store: KeyValueStore
+    tail: bool = False
+    restored: int = 0
+    start: int = 0
+    end: int = 0
+    done: bool = False
+
+
+@dataclass(eq=False)
+class TaskRestore:
+    """All jobs of one task; ``on_ready`` runs (in the restore thread) when all have reached the end."""
+
+    task: TaskId
+    jobs: list[RestoreJob]
+    on_ready: Callable[[TaskRestore], None]
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def restored(self) -> int:
+        return sum(j.restored for j in self.jobs)
+
+
+class Restorer(threading.Thread):
+    """The restore thread. The main thread adds and removes tasks; stores are written only here until ready."""
+
+    def __init__(self, consumer_config: dict[str, object],
+                 on_progress: Callable[[RestoreJob, int], None] = lambda _job, _n: None) -> None:
+        super().__init__(name="baton-restore", daemon=True)
+        config = dict(consumer_config)
+        config.update({"isolation.level": "read_committed", "enable.auto.commit": False,
+                       "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+        self._consumer = Consumer(config)
+        self._requests: queue.Queue[tuple[str, object, threading.Event]] = queue.Queue()
+        self._jobs: dict[tuple[str, int], RestoreJob] = {}
+        self._tasks: dict[TaskId, TaskRestore] = {}
+        self._on_progress = on_progress
+        self._stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    # -- called from the main thread -------------------------------------------------------
+    def add(self, restore: TaskRestore) -> None:
+        self._requests.put(("add", restore, threading.Event()))
+
+    def remove(self, task: TaskId, timeout: float = 30.0) -> None:
+        """Stop restoring/tailing ``task``; returns once the thread no longer touches its stores."""
+        done = threading.Event()
+        self._requests.put(("remove", task, done))
+        if self.is_alive():
+            done.wait(timeout)
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    # -- the thread ------------------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                self._handle_requests()
+                if not self._jobs:
+                    time.sleep(0.05)
+                    continue
+                self._poll()
+        except BaseException as exc:  # surfaced by the main loop, which stops the worker
+            log.exception("restore thread failed")
+            self.error = exc
+        finally:
+            self._consumer.close()
+
+    def _handle_requests(self) -> None:
+        while True:
+            try:
+                kind, payload, done = self._requests.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "add":
+                assert isinstance(payload, TaskRestore)
+                self._start(payload)
+            else:
+                assert isinstance(payload, TaskId)
+                self._drop(payload)
+            done.set()
+
+    def _start(self, restore: TaskRestore) -> None:
+        self._tasks[restore.task] = restore
+        assign: list[TopicPartition] = []
+        for job in restore.jobs:
+            low, high = self._consumer.get_watermark_offsets(TopicPartition(job.topic, job.partition), timeout=30)
+            checkpoint = job.store.checkpoint()
+            if checkpoint is not None and (checkpoint > high or checkpoint < low):
+                # the changelog was recreated or truncated under us: the local copy cannot be trusted
+                log.warning("store checkpoint outside the changelog; wiping", extra={
+                    "task": str(job.task), "store": job.store_name, "checkpoint": checkpoint, "low": low,
+                    "high": high})
+                job.store.wipe()
+                checkpoint = None
+            job.start = low if checkpoint is None else checkpoint
+            job.end = high
+            if job.start >= high and not job.tail:
+                job.done = True
+                continue
+            if job.start >= high:
+                job.done = True
+            self._jobs[(job.topic, job.partition)] = job
+            assign.append(TopicPartition(job.topic, job.partition, job.start if checkpoint is not None
+                                         else OFFSET_BEGINNING))
+        if assign:
+            self._consumer.incremental_assign(assign)
+        self._check_ready(restore)
+
+    def _drop(self, task: TaskId) -> None:
+        self._tasks.pop(task, None)
+        gone = [key for key, job in self._jobs.items() if job.task == task]
+        for key in gone:
+            del self._jobs[key]
+        if gone:
+            self._consumer.incremental_unassign([TopicPartition(t, p) for t, p in gone])
+
+    def _poll(self) -> None:
+        messages = self._consumer.consume(num_messages=5000, timeout=0.1)
+        batches: dict[tuple[str, int], list[tuple[bytes, bytes | None]]] = {}
+        reached: dict[tuple[str, int], int] = {}
+        eof: set[tuple[str, int]] = set()
+        for msg in messages:
+            tp = (msg.topic(), msg.partition())
+            if tp not in self._jobs:
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    eof.add(tp)
+                    reached[tp] = max(reached.get(tp, 0), msg.offset())
+                    continue
+                raise RuntimeError(f"restore of {tp} failed: {err}")
+            key = msg.key()
+            if key is None:
+                continue
+            batches.setdefault(tp, []).append((key, msg.value()))
+            reached[tp] = max(reached.get(tp, 0), msg.offset() + 1)
+        for tp, offset in reached.items():
+            job = self._jobs[tp]
+            items = batches.get(tp, [])
+            job.store.write(items, offset)
+            job.restored += len(items) if not job.done else 0
+            if items:
+                self._on_progress(job, len(items))
+        for tp in eof:
+            job = self._jobs[tp]
+            if job.done:
+                continue
+            job.done = True
+            restore = self._tasks.get(job.task)
+            if not job.tail:
+                del self._jobs[tp]
+                self._consumer.incremental_unassign([TopicPartition(*tp)])
+            if restore is not None:
+                self._check_ready(restore)
+
+    def _check_ready(self, restore: TaskRestore) -> None:
+        if all(job.done for job in restore.jobs) and self._tasks.get(restore.task) is restore:
+            for job in restore.jobs:
+                log.info("store restored", extra={
+                    "task": str(job.task), "store": job.store_name, "restored": job.restored,
+                    "from_offset": job.start, "to_offset": job.end})
+            restore.on_ready(restore)
+            self._tasks.pop(restore.task, None)

@@ -1,0 +1,415 @@
+"""The worker process: consumer group membership, the processing loop, commits, shutdown.
+
+One thread polls and processes; a second (``restore.py``) restores stores; a third
+serves HTTP. Tasks are created when the group assigns their partitions, stay paused
+until their stores are restored, and are closed when the partitions are revoked or lost.
+
+Order on assignment matters under exactly-once: the committed input offsets are fetched
+first (``read_committed`` makes librdkafka wait for *stable* offsets, i.e. until a
+previous owner's pending transaction is resolved), and only then does the restore
+read the changelog end. So a transaction the previous owner committed at the last
+moment is both in the offsets and in the restored state, never in one only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import threading
+import time
+import uuid
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from baton.worker import admin, health
+from baton.worker.commit import AtLeastOnce, ExactlyOnce, Guarantee
+from baton.worker.config import ErrorHandler, ProcessingGuarantee, StoreKind, WorkerConfig
+from baton.worker.context import OpenGate, SinkGate
+from baton.worker.dlq import RecordFailed, dlq_headers
+from baton.worker.graph import BuiltTopology
+from baton.worker.metrics import Metrics
+from baton.worker.naming import TaskId, changelog_topic, dlq_topic, source_topics, tasks_for
+from baton.worker.output import Output
+from baton.worker.restore import RestoreJob, Restorer, TaskRestore
+from baton.worker.stores import KeyValueStore, MemoryStore, RocksDBStore
+from baton.worker.task import Message, Task
+
+log = logging.getLogger("baton.worker")
+
+
+def process_id(state_dir: Path) -> str:
+    """A stable id for this state dir (like Kafka Streams' ``processId``), made once and kept."""
+    path = state_dir / "process-id"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        pid = uuid.uuid4().hex[:12]
+        path.write_text(pid + "\n")
+        return pid
+
+
+class Worker:
+    def __init__(self, config: WorkerConfig, topology: BuiltTopology, gate: SinkGate | None = None) -> None:
+        self.config = config
+        self.topology = topology
+        self.gate: SinkGate = gate or OpenGate()
+        self.app = config.application_id
+        self.eos = config.processing_guarantee is ProcessingGuarantee.EXACTLY_ONCE_V2
+        self.app_dir = config.state_dir / self.app
+        self.metrics = Metrics(self.app)
+        self.topic_to_sub = source_topics(topology, self.app)
+        self.tasks: dict[TaskId, Task] = {}
+        self.active: dict[tuple[str, int], Task] = {}
+        self._ready: queue.Queue[TaskRestore] = queue.Queue()
+        self._restores: dict[TaskId, TaskRestore] = {}
+        self._stop = threading.Event()
+        self._failed: BaseException | None = None
+        self._joined = False
+        self._heartbeat = time.monotonic()
+        self._dlq = dlq_topic(self.app)
+        self.http_port: int | None = None
+
+    # -- configuration of the clients ----------------------------------------------------
+    def _base(self) -> dict[str, Any]:
+        return {"bootstrap.servers": self.config.bootstrap_servers, "client.id": f"{self.app}-{self._ident}"}
+
+    def _consumer_config(self) -> dict[str, Any]:
+        conf: dict[str, Any] = {
+            **self._base(),
+            "group.id": self.app,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed" if self.eos else "read_uncommitted",
+        }
+        if self.config.instance_id:
+            conf["group.instance.id"] = self.config.instance_id
+        conf.update({k.removeprefix("consumer."): v for k, v in self.config.kafka_config.items()
+                     if not k.startswith("producer.")})
+        return conf
+
+    def _producer_config(self) -> dict[str, Any]:
+        conf: dict[str, Any] = {
+            **self._base(),
+            "partitioner": "murmur2_random",  # the Java client's partitioner: co-partitioning with JVM apps
+            "linger.ms": 5,
+            "enable.idempotence": True,
+        }
+        if self.eos:
+            conf["transactional.id"] = f"{self.app}-{self._ident}"
+            conf["transaction.timeout.ms"] = 10000  # Kafka Streams' EOS default: a dead owner blocks 10 s at most
+        conf.update({k.removeprefix("producer."): v for k, v in self.config.kafka_config.items()
+                     if not k.startswith("consumer.") and k not in _CONSUMER_ONLY})
+        return conf
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def run(self) -> int:
+        """Run until SIGTERM/SIGINT or a fatal error; returns the process exit code."""
+        self._ident = self.config.instance_id or process_id(self.app_dir)
+        self.app_dir.mkdir(parents=True, exist_ok=True)
+        self._install_signals()
+        server = health.serve(self.config.metrics_port, self.metrics.registry, self._healthy, self._is_ready)
+        self.http_port = server.server_address[1]
+        log.info("http listening", extra={"port": self.http_port})
+        self._create_topics()
+        changelogs = {changelog_topic(self.app, s.name) for s in self.topology.stores()}
+        self.output = Output(self._producer_config(), changelogs)
+        self.consumer = Consumer(self._consumer_config())
+        self.guarantee: Guarantee = (ExactlyOnce if self.eos else AtLeastOnce)(self.output, self.consumer)
+        self.guarantee.start()
+        restore_conf = {k: v for k, v in self._consumer_config().items()
+                        if k not in ("group.instance.id", "partition.assignment.strategy")}
+        self.restorer = Restorer(restore_conf, self._restore_progress)
+        self.restorer.start()
+        self.consumer.subscribe(sorted(self.topic_to_sub), on_assign=self._on_assign,
+                                on_revoke=self._on_revoke, on_lost=self._on_lost)
+        log.info("worker started", extra={"guarantee": self.config.processing_guarantee.value,
+                                          "instance": self._ident, "topics": sorted(self.topic_to_sub)})
+        code = 0
+        try:
+            self._loop()
+        except BaseException as exc:
+            self._failed = exc
+            log.error("worker failed", exc_info=not isinstance(exc, RecordFailed), extra={"error": str(exc)})
+            code = 1
+        finally:
+            self._shutdown()
+            server.shutdown()
+        return code
+
+    def _install_signals(self) -> None:
+        def stop(signum: int, _frame: FrameType | None) -> None:
+            log.info("signal received, stopping", extra={"signal": signal.Signals(signum).name})
+            self._stop.set()
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, stop)
+            signal.signal(signal.SIGINT, stop)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _create_topics(self) -> None:
+        client = AdminClient(self._base())
+        external = [t for t in self.topic_to_sub if not any(
+            s.internal and f"{self.app}-{x}" == t for sub in self.topology.subtopologies for s in sub.sources
+            for x in s.topics)]
+        tables = [t.store.source_topic for sub in self.topology.subtopologies for t in sub.tables
+                  if t.store.source_topic]
+        counts = admin.partition_counts(client, external + tables, timeout=60)
+        admin.ensure_topics(client, admin.planned_topics(self.topology, self.app, counts,
+                                                         self.config.replication_factor))
+
+    def _shutdown(self) -> None:
+        grace = self.config.shutdown_grace_seconds
+        watchdog = threading.Timer(grace, _hard_exit, args=(grace,))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            if self._failed is None:
+                self._commit()
+            else:
+                self.guarantee.abort()
+            self.consumer.close()  # revokes (committing nothing new) and closes the tasks
+            for task in list(self.tasks.values()):
+                self._close_task(task)
+            self.output.producer.flush(max(1.0, grace / 2))
+        except Exception:
+            log.exception("unclean shutdown")
+        finally:
+            self.restorer.stop()
+            self.restorer.join(5)
+            watchdog.cancel()
+            log.info("worker stopped", extra={"produced": self.output.sent})
+
+    # -- the loop --------------------------------------------------------------------------
+    def _loop(self) -> None:
+        interval = self.config.effective_commit_interval_ms / 1000
+        next_commit = time.monotonic() + interval
+        consume = self.consumer.consume
+        active = self.active
+        metrics_in = self.metrics.records_in
+        while not self._stop.is_set():
+            self._heartbeat = time.monotonic()
+            messages = consume(num_messages=1000, timeout=0.05)
+            counts: dict[tuple[str, int], int] = {}
+            for msg in messages:
+                if msg.error() is not None:
+                    self._consumer_error(msg.error())
+                    continue
+                tp = (msg.topic(), msg.partition())
+                task = active.get(tp)
+                if task is None:  # revoked within this poll, or not restored yet
+                    continue
+                task.process(msg)
+                counts[tp] = counts.get(tp, 0) + 1
+            for (topic, partition), n in counts.items():
+                metrics_in.labels(topic, str(partition)).inc(n)
+            self._activate_ready()
+            if self.restorer.error is not None:
+                raise RuntimeError("restore failed") from self.restorer.error
+            now = time.monotonic()
+            if now >= next_commit:
+                self._commit()
+                next_commit = time.monotonic() + interval
+            self.output.producer.poll(0)
+
+    def _consumer_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            raise KafkaException(err)
+        log.warning("consumer error", extra={"error": str(err)})
+
+    def _commit(self) -> None:
+        tasks = [t for t in self.tasks.values() if t.id not in self._restores]
+        if not any(t.processed_since_commit for t in tasks) and not self.output.changelog_offsets:
+            return
+        started = time.monotonic()
+        ok = self.guarantee.commit(tasks)
+        self.metrics.commit_latency.observe(time.monotonic() - started)
+        if not ok:
+            self.metrics.commit_failures.inc()
+            self._rewind(tasks)
+        self._update_lag()
+
+    def _rewind(self, tasks: list[Task]) -> None:
+        """Uncommitted work was dropped: re-read every input from its last committed offset."""
+        for task in tasks:
+            for topic, offset in task.rewind().items():
+                try:
+                    self.consumer.seek(TopicPartition(topic, task.partition, offset))
+                except KafkaException as exc:  # not assigned any more: the new owner takes over
+                    log.info("seek skipped", extra={"task": str(task.id), "error": str(exc)})
+
+    def _update_lag(self) -> None:
+        for (topic, partition), task in self.active.items():
+            position = task.positions.get(topic)
+            if position is None or position < 0:
+                continue
+            try:
+                _low, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+            except KafkaException:
+                continue
+            if high >= 0:
+                self.metrics.lag.labels(topic, str(partition)).set(max(0, high - position))
+
+    # -- records that fail ---------------------------------------------------------------
+    def _dead_letter(self, error: BaseException, stage: str, msg: Message) -> None:
+        topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
+        if self.config.error_handler is ErrorHandler.FAIL:
+            raise RecordFailed(f"{stage} failed at {topic}[{partition}]@{offset}: {error}") from error
+        log.warning("record sent to the DLQ", extra={"task_topic": topic, "partition": partition, "offset": offset,
+                                                      "stage": stage, "error": f"{type(error).__name__}: {error}"})
+        self.output.send(self._dlq, msg.key(), msg.value(), None, msg.timestamp()[1],
+                         dlq_headers(topic, partition, offset, stage, error))
+        self.metrics.dlq.labels(stage).inc()
+
+    # -- tasks and rebalances ------------------------------------------------------------------
+    def _open_store(self, task_id: TaskId, name: str) -> KeyValueStore:
+        if self.config.store is StoreKind.MEMORY:
+            return MemoryStore()
+        return RocksDBStore(self.app_dir / str(task_id) / name)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.metrics.rebalances.labels("assign").inc()
+        self._joined = True
+        if not partitions:
+            return
+        committed = self._committed(consumer, partitions)
+        consumer.incremental_assign(committed)
+        consumer.pause(committed)
+        offsets = {(tp.topic, tp.partition): tp.offset for tp in committed}
+        for task_id, tps in tasks_for(list(offsets), self.topic_to_sub).items():
+            task = self.tasks.get(task_id)
+            if task is None:
+                task = self._new_task(task_id)
+            for tp in tps:
+                start = offsets[tp] if offsets[tp] >= 0 else OFFSET_BEGINNING
+                task.committed[tp[0]] = start
+                task.positions[tp[0]] = start
+                if task_id not in self._restores:  # already active: a co-partitioned topic joined later
+                    self.active[tp] = task
+                    consumer.resume([TopicPartition(*tp)])
+        log.info("partitions assigned", extra={"partitions": sorted(offsets), "tasks": sorted(map(str, self.tasks))})
+        self._update_task_gauges()
+
+    def _committed(self, consumer: Consumer, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Committed offsets, waiting while a previous owner's transaction is pending (stable offsets)."""
+        for attempt in range(20):
+            try:
+                result: list[TopicPartition] = consumer.committed(partitions, timeout=15)
+                return result
+            except KafkaException as exc:
+                log.info("waiting for stable committed offsets", extra={"attempt": attempt, "error": str(exc)})
+        raise RuntimeError("could not read committed offsets")
+
+    def _new_task(self, task_id: TaskId) -> Task:
+        sub = self.topology.subtopologies[task_id.subtopology]
+        names = [s.name for s in sub.stores] + [t.store.name for t in sub.tables]
+        stores = {name: self._open_store(task_id, name) for name in names}
+        task = Task(task_id, sub, self.app, stores, self.output.send, self.gate, self.config.write_cache,
+                    self._dead_letter)
+        self.tasks[task_id] = task
+        jobs = [RestoreJob(task_id, s.name, changelog_topic(self.app, s.name), task_id.partition, stores[s.name])
+                for s in sub.stores]
+        jobs += [RestoreJob(task_id, t.store.name, t.store.source_topic or "", task_id.partition,
+                            stores[t.store.name], tail=True) for t in sub.tables]
+        restore = TaskRestore(task_id, jobs, self._ready.put)
+        self._restores[task_id] = restore
+        self.restorer.add(restore)
+        log.info("task created, restoring", extra={"task": str(task_id), "partition": task_id.partition})
+        return task
+
+    def _activate_ready(self) -> None:
+        while True:
+            try:
+                restore = self._ready.get_nowait()
+            except queue.Empty:
+                return
+            if self._restores.get(restore.task) is not restore:
+                continue  # revoked while restoring
+            del self._restores[restore.task]
+            task = self.tasks[restore.task]
+            tps = [(topic, task.partition) for topic in task.committed]
+            for tp in tps:
+                self.active[tp] = task
+            self.consumer.resume([TopicPartition(t, p) for t, p in tps])
+            self.metrics.restores_completed.labels(str(task.id)).inc()
+            log.info("task active", extra={"task": str(task.id), "partition": task.partition,
+                                           "restored": restore.restored,
+                                           "restore_seconds": round(time.monotonic() - restore.started, 3)})
+            self._update_task_gauges()
+
+    def _restore_progress(self, job: RestoreJob, count: int) -> None:
+        if not job.done:
+            self.metrics.restored.labels(str(job.task), job.store_name).inc(count)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.metrics.rebalances.labels("revoke").inc()
+        if self._failed is None:
+            self._commit()
+        self._drop(consumer, partitions)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Partitions lost without a clean revoke: their uncommitted work must not be committed by us."""
+        self.metrics.rebalances.labels("lost").inc()
+        log.warning("partitions lost", extra={"partitions": [(p.topic, p.partition) for p in partitions]})
+        self.guarantee.abort()
+        remaining = [t for t in self.tasks.values() if t.id not in self._restores]
+        self._rewind(remaining)
+        self._drop(consumer, partitions)
+
+    def _drop(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        for tp in gone:
+            self.active.pop(tp, None)
+        for task in list(self.tasks.values()):
+            if all((topic, task.partition) in gone for topic in task.committed):
+                self._close_task(task)
+        try:
+            consumer.incremental_unassign(partitions)
+        except KafkaException as exc:
+            log.info("unassign failed", extra={"error": str(exc)})
+        log.info("partitions revoked", extra={"partitions": sorted(gone)})
+        self._update_task_gauges()
+
+    def _close_task(self, task: Task) -> None:
+        self.restorer.remove(task.id)
+        self._restores.pop(task.id, None)
+        self.tasks.pop(task.id, None)
+        for topic in task.committed:
+            self.active.pop((topic, task.partition), None)
+        task.close()
+        log.info("task closed", extra={"task": str(task.id), "partition": task.partition})
+
+    # -- health ----------------------------------------------------------------------------------
+    def _update_task_gauges(self) -> None:
+        restoring = len(self._restores)
+        self.metrics.tasks.labels("restoring").set(restoring)
+        self.metrics.tasks.labels("active").set(len(self.tasks) - restoring)
+        self.metrics.ready.set(1 if self._is_ready() else 0)
+
+    def _healthy(self) -> bool:
+        return time.monotonic() - self._heartbeat < max(30.0, 3 * self.config.effective_commit_interval_ms / 1000)
+
+    def _is_ready(self) -> bool:
+        return self._joined and not self._restores and self._failed is None and not self._stop.is_set()
+
+
+_CONSUMER_ONLY = {"session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms", "fetch.min.bytes",
+                  "fetch.wait.max.ms", "auto.offset.reset", "group.protocol"}
+
+
+def _hard_exit(grace: float) -> None:
+    logging.getLogger("baton.worker").error("shutdown exceeded the grace period; exiting",
+                                            extra={"grace_seconds": grace})
+    logging.shutdown()
+    os._exit(1)
+

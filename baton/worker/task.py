@@ -1,0 +1,179 @@
+"""A task: one partition of one sub-topology, with its processors and stores.
+
+The task knows nothing of consumers, producers or transactions: the runtime hands it
+records, asks it to flush before a commit, and tells it which changelog offsets became
+durable. That keeps the processing path testable with plain objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from baton.worker.cache import TaskStore
+from baton.worker.context import ORIGIN_HEADER, RecordContext, Send, SinkGate, decode_origin
+from baton.worker.graph import SubTopology
+from baton.worker.naming import TaskId, changelog_topic, internal_topic
+from baton.worker.processors import Processor, build_tree
+from baton.worker.stores import KeyValueStore
+
+
+class Message(Protocol):
+    """What the task reads from a consumed record (``confluent_kafka.Message`` fits)."""
+
+    def topic(self) -> str | None: ...
+    def partition(self) -> int | None: ...
+    def offset(self) -> int | None: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def timestamp(self) -> tuple[int, int]: ...
+    def headers(self) -> list[tuple[str, bytes]] | None: ...
+
+
+# (error, stage, message): send to the DLQ, or raise RecordFailed under the fail handler
+DeadLetter = Callable[[BaseException, str, Message], None]
+
+
+class _Source:
+    __slots__ = ("deserialize_key", "deserialize_value", "internal", "root")
+
+    def __init__(self, root: Processor, key: Callable[[bytes], Any], value: Callable[[bytes], Any],
+                 internal: bool) -> None:
+        self.root = root
+        self.deserialize_key = key
+        self.deserialize_value = value
+        self.internal = internal
+
+
+class Task:
+    def __init__(self, task_id: TaskId, sub: SubTopology, application_id: str, stores: dict[str, KeyValueStore],
+                 send: Send, gate: SinkGate, caching: bool, dead_letter: DeadLetter) -> None:
+        self.id = task_id
+        self.sub = sub
+        self.partition = task_id.partition
+        self.persistent = stores
+        self.ctx = RecordContext()
+        self._dead_letter = dead_letter
+        self.stores = {
+            spec.name: TaskStore(spec, stores[spec.name], changelog_topic(application_id, spec.name),
+                                 task_id.partition, send, self.ctx, caching)
+            for spec in sub.stores
+        }
+        for store in self.stores.values():
+            store.on_flush_error = self._flush_error
+        tables = {t.store.name: stores[t.store.name].get for t in sub.tables}
+        memo: dict[int, Processor] = {}
+
+        def topic_name(topic: str, internal: bool) -> str:
+            return internal_topic(application_id, topic) if internal else topic
+
+        self._sources: dict[str, _Source] = {}
+        for node in sub.sources:
+            root = build_tree(node, ctx=self.ctx, send=send, gate=gate, stores=self.stores, tables=tables,
+                              topic_name=topic_name, memo=memo)
+            for topic in node.topics:
+                self._sources[topic_name(topic, node.internal)] = _Source(
+                    root, node.key_serde.deserialize, node.value_serde.deserialize, node.internal)
+        # next offset to read per input topic, as of the last processed record / last commit
+        self.positions: dict[str, int] = {}
+        self.committed: dict[str, int] = {}
+        self.processed_since_commit = 0
+        self._current: Message | None = None
+
+    @property
+    def input_topics(self) -> list[str]:
+        return list(self._sources)
+
+    def process(self, msg: Message) -> None:
+        """Run one record through the whole sub-topology; bad records go to the dead-letter handler."""
+        topic = msg.topic()
+        offset = msg.offset()
+        assert topic is not None and offset is not None
+        source = self._sources[topic]
+        ctx = self.ctx
+        ctx.topic, ctx.partition, ctx.offset, ctx.timestamp = topic, self.partition, offset, msg.timestamp()[1]
+        ctx.origin_topic, ctx.origin_partition, ctx.origin_offset = topic, self.partition, offset
+        self._current = msg
+        try:
+            if source.internal:
+                for name, raw in msg.headers() or ():
+                    if name == ORIGIN_HEADER:
+                        ctx.origin_topic, ctx.origin_partition, ctx.origin_offset = decode_origin(raw)
+            raw_key, raw_value = msg.key(), msg.value()
+            try:
+                key = None if raw_key is None else source.deserialize_key(raw_key)
+                value = None if raw_value is None else source.deserialize_value(raw_value)
+            except Exception as exc:
+                self._dead_letter(exc, "deserialize", msg)
+            else:
+                try:
+                    source.root.forward(key, value)
+                except Exception as exc:
+                    self._dead_letter(exc, "process", msg)
+        finally:
+            self._current = None
+        self.positions[topic] = offset + 1
+        self.processed_since_commit += 1
+
+    def _flush_error(self, exc: Exception) -> None:
+        """A flushed cache entry failed downstream: dead-letter it under the record that last updated it."""
+        ctx = self.ctx
+        self._dead_letter(exc, "process", _FlushedRecord(ctx.topic, ctx.partition, ctx.offset, ctx.timestamp))
+
+    def flush(self) -> None:
+        """Before a commit: log and forward what the write cache holds."""
+        for store in self.stores.values():
+            store.flush()
+
+    def commit_offsets(self) -> dict[str, int]:
+        """Input positions to commit (only topics that moved since the last commit)."""
+        return {t: o for t, o in self.positions.items() if self.committed.get(t) != o}
+
+    def committed_ok(self, checkpoints: dict[tuple[str, int], int]) -> None:
+        """The commit succeeded: persist store updates with the changelog offsets now durable."""
+        for store in self.stores.values():
+            store.commit(checkpoints.get((store.changelog_topic, self.partition)))
+        self.committed.update(self.positions)
+        self.processed_since_commit = 0
+
+    def rewind(self) -> dict[str, int]:
+        """The commit failed: forget uncommitted work; returns where each input must be re-read from."""
+        for store in self.stores.values():
+            store.discard()
+        self.positions = dict(self.committed)
+        self.processed_since_commit = 0
+        return dict(self.committed)
+
+    def close(self) -> None:
+        for store in self.stores.values():
+            store.discard()
+        for kv in self.persistent.values():
+            kv.close()
+
+
+class _FlushedRecord:
+    """Stands in for the input record when a cache flush fails (no input bytes to dead-letter)."""
+
+    def __init__(self, topic: str, partition: int, offset: int, timestamp: int) -> None:
+        self._t, self._p, self._o, self._ts = topic, partition, offset, timestamp
+
+    def topic(self) -> str | None:
+        return self._t
+
+    def partition(self) -> int | None:
+        return self._p
+
+    def offset(self) -> int | None:
+        return self._o
+
+    def key(self) -> bytes | None:
+        return None
+
+    def value(self) -> bytes | None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return (0, self._ts)
+
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return None
