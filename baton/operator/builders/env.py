@@ -1,0 +1,70 @@
+"""The worker container's environment: WorkerConfig's settings as BATON_* variables.
+
+Names come from :func:`baton.worker.config.env_var` so they cannot drift from the worker;
+a unit test builds a WorkerConfig from this very environment.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from baton.operator.constants import KAFKA_SECRET_DIR, STATE_DIR, Color
+from baton.operator.spec import StreamApp
+from baton.worker.config import env_var
+
+# Credentials come from the Secret through these plain variables, then Kubernetes expands
+# $(NAME) references inside BATON_KAFKA_CONFIG, so the operator never reads the Secret.
+SASL_USERNAME_VAR = "KAFKA_SASL_USERNAME"
+SASL_PASSWORD_VAR = "KAFKA_SASL_PASSWORD"
+
+
+def _value(field: str, value: str) -> dict[str, Any]:
+    return {"name": env_var(field), "value": value}
+
+
+def kafka_config(app: StreamApp) -> dict[str, str]:
+    """librdkafka settings: the user's extras plus security settings from spec.kafka."""
+    kafka = app.spec.kafka
+    config = dict(sorted(app.spec.config.items()))
+    config["security.protocol"] = kafka.security_protocol.lower()
+    if kafka.uses_sasl:
+        config["sasl.mechanism"] = kafka.sasl_mechanism
+        config["sasl.username"] = f"$({SASL_USERNAME_VAR})"
+        config["sasl.password"] = f"$({SASL_PASSWORD_VAR})"
+    if kafka.uses_tls and kafka.secret_ref is not None:
+        config["ssl.ca.location"] = f"{KAFKA_SECRET_DIR}/ca.crt"
+    return config
+
+
+def worker_env(app: StreamApp, color: Color) -> list[dict[str, Any]]:
+    """Environment of one color's worker container, in a stable order."""
+    spec = app.spec
+    env: list[dict[str, Any]] = []
+    secret = spec.kafka.secret_ref
+    if spec.kafka.uses_sasl and secret is not None:
+        # Must precede BATON_KAFKA_CONFIG: $(VAR) expands only earlier variables.
+        for var, key in ((SASL_USERNAME_VAR, "username"), (SASL_PASSWORD_VAR, "password")):
+            env.append({"name": var, "valueFrom": {"secretKeyRef": {"name": secret.name, "key": key}}})
+    env += [
+        _value("topology", spec.topology),
+        _value("bootstrap_servers", spec.kafka.bootstrap_servers),
+        _value("application_id", app.color_application_id(color)),
+        {"name": env_var("instance_id"), "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        _value("state_dir", STATE_DIR),
+        _value("processing_guarantee", spec.processing_guarantee),
+        _value("num_standby_replicas", str(spec.standby_replicas)),
+        _value("metrics_port", str(spec.worker.metrics_port)),
+        _value("error_handler", spec.worker.error_handler),
+        _value("store", spec.state.store),
+        _value("write_cache", "true" if spec.worker.write_cache else "false"),
+        _value("shutdown_grace_seconds", str(spec.worker.shutdown_grace_seconds)),
+        _value("replication_factor", str(spec.kafka.replication_factor)),
+        _value("kafka_config", json.dumps(kafka_config(app), sort_keys=True, separators=(",", ":"))),
+    ]
+    if spec.upgrade.strategy == "BlueGreen":
+        # Under Rolling there is one color and no flip: the worker always emits.
+        env += [_value("color", color), _value("control_topic", app.control_topic)]
+    if spec.commit_interval_ms is not None:
+        env.append(_value("commit_interval_ms", str(spec.commit_interval_ms)))
+    return env + [dict(e) for e in spec.pod_template.env]

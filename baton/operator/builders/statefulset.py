@@ -1,0 +1,197 @@
+"""One color's StatefulSet: the worker Pods, their state volumes and their security settings.
+
+The Pod passes Pod Security "restricted": non-root, no privilege escalation, all
+capabilities dropped, RuntimeDefault seccomp, and a read-only root filesystem (the state
+volume and an emptyDir /tmp are the only writable paths).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from baton.operator.builders.common import (
+    color_name,
+    metadata,
+    selector_labels,
+    service_account_name,
+)
+from baton.operator.builders.env import worker_env
+from baton.operator.constants import (
+    ANNOTATION_SPEC_HASH,
+    CONTAINER_NAME,
+    KAFKA_SECRET_DIR,
+    METRICS_PORT_NAME,
+    RUN_AS_USER,
+    STATE_DIR,
+    Color,
+)
+from baton.operator.spec import StreamApp, StreamAppSpec
+
+STATE_VOLUME = "state"
+
+
+# Fields that change how many Pods run or how the operator behaves, not what a Pod runs: a
+# change to them is not a deploy (scaling applies to both colors at once).
+_NOT_DEPLOYED = {"replicas", "paused", "upgrade", "compaction", "deletion_policy"}
+
+
+def spec_hash(spec: StreamAppSpec) -> str:
+    """A short hash of what a color's Pods run: status shows which spec each color has."""
+    raw = json.dumps(spec.model_dump(mode="json", by_alias=True, exclude=_NOT_DEPLOYED), sort_keys=True)
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def container_security_context() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def pod_security_context() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS_USER,
+        "runAsGroup": RUN_AS_USER,
+        "fsGroup": RUN_AS_USER,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _default_affinity(app: StreamApp, color: Color) -> dict[str, Any]:
+    """Prefer one Pod of a color per node, so losing a node loses few tasks at once."""
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": selector_labels(app, color)},
+                    },
+                }
+            ]
+        }
+    }
+
+
+def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": METRICS_PORT_NAME},
+        "periodSeconds": period,
+        "timeoutSeconds": 2,
+        "failureThreshold": failures,
+    }
+
+
+def _volumes(app: StreamApp) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(Pod volumes, container mounts). A rocksdb state volume comes from the claim template."""
+    spec = app.spec
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    mounts: list[dict[str, Any]] = [
+        {"name": STATE_VOLUME, "mountPath": STATE_DIR},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    if spec.state.store == "memory":
+        volumes.append({"name": STATE_VOLUME, "emptyDir": {}})
+    secret = spec.kafka.secret_ref
+    if spec.kafka.uses_tls and secret is not None:
+        volumes.append({"name": "kafka-secret", "secret": {"secretName": secret.name, "defaultMode": 0o440}})
+        mounts.append({"name": "kafka-secret", "mountPath": KAFKA_SECRET_DIR, "readOnly": True})
+    return volumes, mounts
+
+
+def pod_template(app: StreamApp, color: Color) -> dict[str, Any]:
+    spec = app.spec
+    tpl = spec.pod_template
+    volumes, mounts = _volumes(app)
+    container: dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        "command": ["baton", "run", spec.topology],
+        "env": worker_env(app, color),
+        "ports": [{"name": METRICS_PORT_NAME, "containerPort": spec.worker.metrics_port, "protocol": "TCP"}],
+        # Readiness reflects restore state and lag (the worker's /readyz), so a Pod restoring
+        # its tasks is not Ready and a deploy waits for it; liveness only catches a hung process.
+        "readinessProbe": _probe("/readyz", period=5, failures=2),
+        "livenessProbe": _probe("/healthz", period=10, failures=6),
+        "securityContext": container_security_context(),
+        "volumeMounts": mounts,
+    }
+    if spec.resources is not None:
+        container["resources"] = spec.resources.model_dump(exclude_none=True)
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": service_account_name(app),
+        # Workers never talk to the Kubernetes API.
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": spec.worker.shutdown_grace_seconds + 10,
+        "securityContext": pod_security_context(),
+        "containers": [container],
+        "volumes": volumes,
+        "affinity": tpl.affinity if tpl.affinity is not None else _default_affinity(app, color),
+    }
+    if tpl.node_selector:
+        pod_spec["nodeSelector"] = dict(tpl.node_selector)
+    if tpl.tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in tpl.tolerations]
+    if tpl.priority_class_name:
+        pod_spec["priorityClassName"] = tpl.priority_class_name
+    if tpl.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s.name} for s in tpl.image_pull_secrets]
+    labels = {**tpl.labels, **metadata(app, "", color)["labels"]}
+    return {
+        "metadata": {"labels": labels, "annotations": dict(tpl.annotations)},
+        "spec": pod_spec,
+    }
+
+
+def volume_claim_templates(app: StreamApp) -> list[dict[str, Any]]:
+    state = app.spec.state
+    if state.store == "memory":
+        return []
+    claim_spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": state.size}},
+    }
+    if state.storage_class_name:
+        claim_spec["storageClassName"] = state.storage_class_name
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": STATE_VOLUME},
+            "spec": claim_spec,
+        }
+    ]
+
+
+def statefulset(app: StreamApp, color: Color, replicas: int | None = None) -> dict[str, Any]:
+    """One color's StatefulSet. ``replicas`` overrides spec.replicas (the deploy machine's knob)."""
+    spec = app.spec
+    meta = metadata(app, color_name(app, color), color)
+    meta["annotations"] = {ANNOTATION_SPEC_HASH: spec_hash(spec)}
+    delete_state = "Delete" if spec.deletion_policy == "DeleteTopics" else "Retain"
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta,
+        "spec": {
+            "serviceName": color_name(app, color),
+            "replicas": spec.replicas if replicas is None else replicas,
+            "selector": {"matchLabels": selector_labels(app, color)},
+            # Workers share nothing at start-up: start and stop them all at once.
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+            "revisionHistoryLimit": 5,
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": delete_state, "whenScaled": "Retain"},
+            "template": pod_template(app, color),
+            "volumeClaimTemplates": volume_claim_templates(app),
+        },
+    }

@@ -1,0 +1,160 @@
+"""`baton operator`, `baton render`, `baton status` and `baton flip` (loaded lazily by baton.cli)."""
+
+from __future__ import annotations
+
+import logging
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import kopf
+import yaml
+from pydantic import ValidationError
+
+from baton.operator import handlers, peering_object, rbac
+from baton.operator.builders import desired_objects
+from baton.operator.constants import API_VERSION, KIND
+from baton.operator.kube import Kube
+from baton.operator.spec import StreamApp
+
+
+@click.command()
+@click.option(
+    "-n",
+    "--namespace",
+    "namespaces",
+    multiple=True,
+    help="Watch only this namespace (repeatable). Default: all namespaces.",
+)
+@click.option(
+    "--peering",
+    default="baton-operator",
+    show_default=True,
+    help="Name of the kopf peering object that elects one active operator replica.",
+)
+@click.option("--standalone", is_flag=True, help="No leader election (a single replica, or local debugging).")
+@click.option(
+    "--priority",
+    type=int,
+    default=None,
+    help="Peering priority; the highest live replica acts. Default: random, so replicas differ.",
+)
+@click.option(
+    "--peering-lifetime",
+    type=int,
+    default=60,
+    show_default=True,
+    help="Seconds after which a silent (killed) replica is presumed dead and another takes over.",
+)
+@click.option("--liveness", default=None, help="kopf liveness endpoint, e.g. http://0.0.0.0:8081/healthz.")
+@click.option("--no-kafka", is_flag=True, help="Do not talk to Kafka (no topic management, no lag).")
+@click.option("--verbose", is_flag=True)
+def operator(  # noqa: PLR0917 (one parameter per click option)
+    namespaces: tuple[str, ...],
+    peering: str,
+    standalone: bool,
+    priority: int | None,
+    peering_lifetime: int,
+    liveness: str | None,
+    no_kafka: bool,
+    verbose: bool,
+) -> None:
+    """Run the StreamApp operator (kopf), with leader election between replicas."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    clusterwide = not namespaces
+    # Equal priorities make kopf pause every replica; distinct random ones elect the highest.
+    prio = priority if priority is not None else random.randint(1, 2**31 - 1)
+    if not standalone:
+        peering_object.ensure(Kube.connect(), peering, namespaces)
+    memo = kopf.Memo(options=handlers.Options(peering_lifetime=peering_lifetime, kafka=not no_kafka))
+    click.echo(
+        f"baton operator: {'all namespaces' if clusterwide else ', '.join(namespaces)}; "
+        f"{'standalone' if standalone else f'peering {peering} priority {prio}'}",
+        err=True,
+    )
+    kopf.run(
+        clusterwide=clusterwide,
+        namespaces=list(namespaces),
+        standalone=standalone,
+        peering_name=peering,
+        priority=prio,
+        liveness_endpoint=liveness,
+        memo=memo,
+    )
+
+
+def _load_docs(path: Path) -> list[dict[str, Any]]:
+    text = sys.stdin.read() if str(path) == "-" else path.read_text()
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+@click.command()
+@click.argument("spec", type=click.Path(allow_dash=True, path_type=Path))
+@click.option("-n", "--namespace", default=None, help="Namespace for apps whose manifest has none.")
+@click.option(
+    "--rbac",
+    "rbac_namespace",
+    default=None,
+    metavar="NAMESPACE",
+    help="Also print the operator's RBAC for a ServiceAccount baton-operator in NAMESPACE.",
+)
+def render(spec: Path, namespace: str | None, rbac_namespace: str | None) -> None:
+    """Print the objects the operator would create for the StreamApps in SPEC (no cluster needed)."""
+    out: list[dict[str, Any]] = []
+    if rbac_namespace:
+        out += rbac.rbac_objects("baton-operator", rbac_namespace)
+    for doc in _load_docs(spec):
+        if doc.get("apiVersion") != API_VERSION or doc.get("kind") != KIND:
+            continue
+        if namespace and not doc.get("metadata", {}).get("namespace"):
+            doc.setdefault("metadata", {})["namespace"] = namespace
+        try:
+            out += desired_objects(StreamApp.from_body(doc))
+        except (ValidationError, KeyError, ValueError) as exc:
+            raise click.ClickException(f"{spec}: invalid StreamApp: {exc}") from exc
+    if not out:
+        raise click.ClickException(f"{spec}: no {API_VERSION} {KIND} found")
+    click.echo(yaml.safe_dump_all(out, sort_keys=False), nl=False)
+
+
+@click.command()
+@click.argument("name")
+@click.option("-n", "--namespace", default="default", show_default=True)
+def status(name: str, namespace: str) -> None:
+    """Show a StreamApp's status: phase, active color, conditions, per-color replicas.
+
+    Exits 0 when the app is Ready and 1 otherwise, so scripts can test it.
+    """
+    body = Kube.connect().get(API_VERSION, KIND, name, namespace)
+    if body is None:
+        raise click.ClickException(f"StreamApp {namespace}/{name} not found")
+    st = body.get("status") or {}
+    gen = body["metadata"].get("generation")
+    click.echo(f"{KIND} {namespace}/{name}  generation {gen} (observed {st.get('observedGeneration', '-')})")
+    click.echo(
+        f"phase: {st.get('phase', '-')}   active: {st.get('activeColor', '-')}   lag: {st.get('lag', '-')}"
+    )
+    for cond in st.get("conditions") or []:
+        click.echo(
+            f"  {cond['type']:<12} {cond['status']:<6} {cond.get('reason', '')}: {cond.get('message', '')}"
+        )
+    for color, cs in sorted((st.get("colors") or {}).items()):
+        click.echo(
+            f"  {color:<6} {cs.get('readyReplicas', 0)}/{cs.get('replicas', 0)} ready, "
+            f"revision {cs.get('revision', '-')}, application.id {cs.get('applicationId', '-')}"
+        )
+    ready: dict[str, Any] = next((c for c in st.get("conditions") or [] if c.get("type") == "Ready"), {})
+    sys.exit(0 if ready.get("status") == "True" else 1)
+
+
+@click.command()
+@click.argument("name")
+@click.option("--to", "to_color", type=click.Choice(["blue", "green"]), required=True)
+def flip(name: str, to_color: str) -> None:
+    """Flip a StreamApp's output to the other color (not implemented yet: issue 6)."""
+    raise click.ClickException("baton flip is not implemented yet (issue 6: blue-green flips)")

@@ -1,0 +1,30 @@
+"""Names shared by the CRD, the builders, the handlers and the tests (one place to change them)."""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+GROUP: Final = "baton.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "StreamApp"
+PLURAL: Final = "streamapps"
+
+# Every object the operator writes goes through server-side apply with this one manager, so
+# `kubectl get -o yaml --show-managed-fields` tells which fields are the operator's.
+FIELD_MANAGER: Final = "baton-operator"
+FINALIZER: Final = "baton.dev/delete-topics"
+
+Color = Literal["blue", "green"]
+COLORS: Final[tuple[Color, Color]] = ("blue", "green")
+
+LABEL_APP: Final = "baton.dev/app"
+LABEL_COLOR: Final = "baton.dev/color"
+ANNOTATION_SPEC_HASH: Final = "baton.dev/spec-hash"
+
+# Inside the worker container.
+STATE_DIR: Final = "/var/lib/baton"
+KAFKA_SECRET_DIR: Final = "/etc/baton/kafka"
+CONTAINER_NAME: Final = "worker"
+METRICS_PORT_NAME: Final = "metrics"
+RUN_AS_USER: Final = 10001

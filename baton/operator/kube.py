@@ -1,0 +1,174 @@
+"""The operator's Kubernetes I/O: server-side apply, reads, pruning and status writes.
+
+Everything goes through the kubernetes client's DynamicClient, with one field manager, so
+an object the operator wrote can be re-applied any number of times with the same result,
+and a human's or another controller's fields (for example an HPA's replicas) are visible
+in managedFields instead of silently overwritten.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError
+
+from baton.operator.constants import API_VERSION, FIELD_MANAGER, KIND, LABEL_APP
+
+T = TypeVar("T")
+
+# Kinds the operator creates for an app, pruned when no longer desired.
+MANAGED_KINDS: tuple[tuple[str, str], ...] = (
+    ("apps/v1", "StatefulSet"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("v1", "Service"),
+    ("v1", "ServiceAccount"),
+)
+
+RETRIABLE = {409, 429, 500, 502, 503, 504}
+
+
+class RefusedError(RuntimeError):
+    """The API server refused an object for good (invalid, forbidden): retrying cannot help."""
+
+    def __init__(self, obj: dict[str, Any], status: int, message: str) -> None:
+        self.status = status
+        kind, name = obj.get("kind"), obj.get("metadata", {}).get("name")
+        super().__init__(f"{kind} {name} refused by the API server ({status}): {message}")
+
+
+def _status_of(exc: Exception) -> int:
+    return int(getattr(exc, "status", 0) or 0)
+
+
+def _message_of(exc: Exception) -> str:
+    body = getattr(exc, "body", None) or getattr(exc, "summary", lambda: str(exc))
+    if isinstance(body, bytes):
+        body = body.decode(errors="replace")
+    if isinstance(body, str):
+        try:
+            return str(json.loads(body).get("message", body))
+        except ValueError:
+            return body
+    return str(exc)
+
+
+def with_retries(call: Callable[[], T], attempts: int = 5, delay: float = 0.2) -> T:
+    """Retry conflicts, throttling and server errors with backoff; re-raise the rest."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except (ApiException, DynamicApiError) as exc:
+            if _status_of(exc) not in RETRIABLE or attempt == attempts - 1:
+                raise
+            time.sleep(delay * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+@dataclass
+class Kube:
+    """A connection to the API server."""
+
+    dynamic: DynamicClient
+
+    @classmethod
+    def connect(cls) -> Kube:
+        """KUBECONFIG (or ~/.kube/config) when present, else the in-cluster ServiceAccount."""
+        try:
+            config.load_kube_config()  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+        return cls(DynamicClient(client.ApiClient()))  # type: ignore[no-untyped-call]
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        return self.dynamic.resources.get(api_version=api_version, kind=kind)
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        try:
+            obj = with_retries(lambda: self._resource(api_version, kind).get(name=name, namespace=namespace))
+        except NotFoundError:
+            return None
+        result: dict[str, Any] = obj.to_dict()
+        return result
+
+    def apply(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        """Server-side apply ``obj`` as the operator.
+
+        Raises :class:`RefusedError` for a 4xx other than 409/429 (invalid, forbidden).
+        """
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        kwargs: dict[str, Any] = {"field_manager": FIELD_MANAGER, "force_conflicts": True}
+        if dry_run:
+            kwargs["dry_run"] = "All"
+        try:
+            result = with_retries(lambda: resource.server_side_apply(body=obj, **kwargs))
+        except (ApiException, DynamicApiError) as exc:
+            status = _status_of(exc)
+            if 400 <= status < 500 and status not in RETRIABLE:
+                raise RefusedError(obj, status, _message_of(exc)) from exc
+            raise
+        applied: dict[str, Any] = result.to_dict()
+        return applied
+
+    def apply_status(self, name: str, namespace: str, status: dict[str, Any]) -> None:
+        """Server-side apply of a StreamApp's status subresource."""
+        resource = self._resource(API_VERSION, KIND)
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {"name": name, "namespace": namespace},
+            "status": status,
+        }
+        with_retries(
+            lambda: resource.status.server_side_apply(
+                body=body, name=name, namespace=namespace, field_manager=FIELD_MANAGER, force_conflicts=True
+            )
+        )
+
+    def owned(self, app_name: str, app_uid: str, namespace: str) -> list[dict[str, Any]]:
+        """Objects of the managed kinds that this app controls (by owner reference)."""
+        found: list[dict[str, Any]] = []
+        for api_version, kind in MANAGED_KINDS:
+            resource = self._resource(api_version, kind)
+            listing = with_retries(
+                lambda r=resource: r.get(  # type: ignore[misc]
+                    namespace=namespace, label_selector=f"{LABEL_APP}={app_name}"
+                )
+            )
+            items = listing.to_dict()["items"]
+            for item in items:
+                refs = item.get("metadata", {}).get("ownerReferences") or []
+                if any(r.get("uid") == app_uid and r.get("controller") for r in refs):
+                    item.setdefault("apiVersion", api_version)
+                    item.setdefault("kind", kind)
+                    found.append(item)
+        return found
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        with contextlib.suppress(NotFoundError):
+            with_retries(
+                lambda: self._resource(obj["apiVersion"], obj["kind"]).delete(
+                    name=meta["name"],
+                    namespace=meta.get("namespace"),
+                    body={"propagationPolicy": "Background", "preconditions": {"uid": meta.get("uid")}},
+                )
+            )
+
+    def secret_data(self, name: str, namespace: str) -> dict[str, str] | None:
+        """A Secret's decoded data, or None when missing or not readable by the operator's RBAC."""
+        try:
+            secret = client.CoreV1Api().read_namespaced_secret(name, namespace)
+        except ApiException as exc:
+            if exc.status in (403, 404):
+                return None
+            raise
+        return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}

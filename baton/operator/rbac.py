@@ -1,0 +1,85 @@
+"""The operator's RBAC: the least privilege it needs, as data the Helm chart can reuse.
+
+``baton render --rbac`` prints these objects; the chart (charts/baton) renders the same
+rules, and a test there can compare its output with :func:`operator_rules`. Rules are split
+into what the operator needs in every namespace it watches (namespaced) and what only a
+cluster-wide operator needs (cluster).
+
+Deliberately absent: Secrets (workers read Kafka credentials through secretKeyRef and a
+secret volume, resolved by the kubelet, never by the operator) and Pods/exec.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from baton.operator.constants import GROUP, PLURAL
+
+_READ = ["get", "list", "watch"]
+_OWN = [*_READ, "create", "patch", "update", "delete"]
+
+
+def namespaced_rules() -> list[dict[str, Any]]:
+    """What the operator needs in each namespace it watches."""
+    return [
+        # kopf patches its annotations and finalizer on the object; the status is ours.
+        {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": [*_READ, "patch", "update"]},
+        {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["get", "patch", "update"]},
+        # Owner references with blockOwnerDeletion need update on the owner's finalizers.
+        {"apiGroups": [GROUP], "resources": [f"{PLURAL}/finalizers"], "verbs": ["update"]},
+        {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": _OWN},
+        {"apiGroups": [""], "resources": ["services", "serviceaccounts"], "verbs": _OWN},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": _OWN},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        # Leader election: kopf peering records in the operator's own namespace.
+        {"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"], "verbs": [*_READ, "patch"]},
+    ]
+
+
+def cluster_rules() -> list[dict[str, Any]]:
+    """Extra rules of a cluster-wide operator (kopf watches namespaces and CRDs to follow them)."""
+    return [
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+        {
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "verbs": ["list", "watch"],
+        },
+        {"apiGroups": ["kopf.dev"], "resources": ["clusterkopfpeerings"], "verbs": [*_READ, "patch"]},
+    ]
+
+
+def operator_rules(clusterwide: bool = True) -> list[dict[str, Any]]:
+    return namespaced_rules() + (cluster_rules() if clusterwide else [])
+
+
+def rbac_objects(
+    service_account: str, namespace: str, clusterwide: bool = True, name: str = "baton-operator"
+) -> list[dict[str, Any]]:
+    """ServiceAccount, (Cluster)Role and binding for an operator running as ``service_account``."""
+    labels = {"app.kubernetes.io/name": "baton", "app.kubernetes.io/component": "operator"}
+    role_kind = "ClusterRole" if clusterwide else "Role"
+    role_meta: dict[str, Any] = {"name": name, "labels": labels}
+    if not clusterwide:
+        role_meta["namespace"] = namespace
+    binding_meta = dict(role_meta)
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": service_account, "namespace": namespace, "labels": labels},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": role_kind,
+            "metadata": role_meta,
+            "rules": operator_rules(clusterwide),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": f"{role_kind}Binding",
+            "metadata": binding_meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
+        },
+    ]

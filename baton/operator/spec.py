@@ -1,0 +1,153 @@
+"""Typed view of a StreamApp, parsed from the dict the API server (or a YAML file) gives.
+
+The CRD (crds/streamapps.baton.dev.yaml) validates and defaults specs in the cluster; these
+models repeat its defaults so `baton render` of a file without a cluster yields the same
+objects, and a unit test checks that every default here equals the CRD's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from baton.operator.constants import API_VERSION, KIND, Color
+
+
+class _Model(BaseModel):
+    """camelCase on the wire (as in the CRD), snake_case in Python; unknown fields refused."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class SecretRef(_Model):
+    name: str
+
+
+class KafkaSpec(_Model):
+    bootstrap_servers: str
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
+    replication_factor: int = -1
+    secret_ref: SecretRef | None = None
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+
+class WorkerSpec(_Model):
+    error_handler: Literal["dlq", "fail"] = "dlq"
+    write_cache: bool = True
+    shutdown_grace_seconds: int = 30
+    metrics_port: int = 8080
+
+
+class StateSpec(_Model):
+    store: Literal["rocksdb", "memory"] = "rocksdb"
+    size: str = "1Gi"
+    storage_class_name: str | None = None
+
+
+class ResourcesSpec(_Model):
+    requests: dict[str, int | str] | None = None
+    limits: dict[str, int | str] | None = None
+
+
+class PodTemplateSpec(_Model):
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    env: list[dict[str, Any]] = Field(default_factory=list)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    affinity: dict[str, Any] | None = None
+    priority_class_name: str | None = None
+    image_pull_secrets: list[SecretRef] = Field(default_factory=list)
+
+
+class UpgradeSpec(_Model):
+    strategy: Literal["BlueGreen", "Rolling"] = "BlueGreen"
+    auto_promote: bool = True
+    max_lag_to_promote: int = 1000
+    promotion_stable_seconds: int = 30
+    promotion_timeout_seconds: int = 1800
+    standby_upgrade_delay_seconds: int = 300
+    state_migration: Literal["Reuse", "Rebuild"] = "Reuse"
+
+
+class CompactionSpec(_Model):
+    enabled: bool = False
+    schedule: str = "17 3 * * *"
+    suspend: bool = False
+    image: str | None = None
+
+
+class StreamAppSpec(_Model):
+    image: str
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    topology: str
+    kafka: KafkaSpec
+    application_id: str | None = None
+    replicas: int = 1
+    standby_replicas: int = 0
+    processing_guarantee: Literal["exactly_once_v2", "at_least_once"] = "exactly_once_v2"
+    commit_interval_ms: int | None = None
+    config: dict[str, str] = Field(default_factory=dict)
+    worker: WorkerSpec = Field(default_factory=WorkerSpec)
+    state: StateSpec = Field(default_factory=StateSpec)
+    resources: ResourcesSpec | None = None
+    pod_template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
+    upgrade: UpgradeSpec = Field(default_factory=UpgradeSpec)
+    compaction: CompactionSpec = Field(default_factory=CompactionSpec)
+    paused: bool = False
+    deletion_policy: Literal["Retain", "DeleteTopics"] = "Retain"
+
+
+class StreamApp(_Model):
+    """The parts of a StreamApp object the builders need: identity and spec."""
+
+    name: str
+    namespace: str
+    uid: str | None  # None for a manifest file that was never applied (`baton render`)
+    generation: int
+    spec: StreamAppSpec
+
+    @property
+    def application_id(self) -> str:
+        return self.spec.application_id or self.name
+
+    def color_application_id(self, color: Color) -> str:
+        """Each color is its own Kafka Streams app: own group, changelogs and state."""
+        return f"{self.application_id}-{color}"
+
+    @property
+    def control_topic(self) -> str:
+        return f"{self.application_id}-control"
+
+    @property
+    def colors(self) -> tuple[Color, ...]:
+        """The colors that run: both under BlueGreen, only blue under Rolling."""
+        return ("blue",) if self.spec.upgrade.strategy == "Rolling" else ("blue", "green")
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> StreamApp:
+        """Parse a StreamApp object (from the API server or a manifest file).
+
+        A manifest file has no uid or generation yet, so `baton render` works offline and
+        renders objects without owner references.
+        """
+        if body.get("apiVersion") != API_VERSION or body.get("kind") != KIND:
+            raise ValueError(f"not a {API_VERSION} {KIND}: {body.get('apiVersion')} {body.get('kind')}")
+        meta = body.get("metadata") or {}
+        return cls(
+            name=meta["name"],
+            namespace=meta.get("namespace") or "default",
+            uid=meta.get("uid"),
+            generation=int(meta.get("generation") or 1),
+            spec=StreamAppSpec.model_validate(body.get("spec") or {}),
+        )

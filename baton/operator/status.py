@@ -1,0 +1,160 @@
+"""StreamApp status from what the cluster reports: a pure function, kstatus conventions.
+
+kstatus (and so `kubectl wait`, Argo CD, Flux) reads ``observedGeneration`` and the
+conditions ``Ready``, ``Reconciling`` and ``Stalled``. Ready is False from the first
+reconcile until every color's StatefulSet runs the current spec with all Pods ready.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from typing import Any
+
+from baton.operator.builders.common import selector_string
+from baton.operator.constants import ANNOTATION_SPEC_HASH, Color
+from baton.operator.spec import StreamApp
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the reconciler saw: the colors' StatefulSets and any reason it could not apply."""
+
+    statefulsets: dict[Color, dict[str, Any] | None]
+    active_color: Color = "blue"
+    lag: dict[Color, int] = field(default_factory=dict)
+    error: str | None = None  # a spec the cluster refused, or a failure the operator cannot fix
+    topics: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ColorReadiness:
+    ready: bool
+    message: str
+
+
+def color_readiness(sts: dict[str, Any] | None, want_replicas: int, want_hash: str) -> ColorReadiness:
+    """Whether one color's StatefulSet is rolled out, in the way `kubectl rollout status` means it."""
+    if sts is None:
+        return ColorReadiness(False, "StatefulSet not created yet")
+    meta = sts.get("metadata") or {}
+    status = sts.get("status") or {}
+    if (meta.get("annotations") or {}).get(ANNOTATION_SPEC_HASH) != want_hash:
+        return ColorReadiness(False, "StatefulSet not updated to the current spec yet")
+    if int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0):
+        return ColorReadiness(False, "StatefulSet controller has not observed the latest change")
+    ready = int(status.get("readyReplicas") or 0)
+    updated = int(status.get("updatedReplicas") or 0)
+    replicas = int(status.get("replicas") or 0)
+    if replicas != want_replicas:
+        return ColorReadiness(False, f"{replicas}/{want_replicas} Pods exist")
+    if want_replicas and status.get("currentRevision") != status.get("updateRevision"):
+        return ColorReadiness(False, f"{updated}/{want_replicas} Pods updated")
+    if updated < want_replicas and want_replicas:
+        return ColorReadiness(False, f"{updated}/{want_replicas} Pods updated")
+    if ready < want_replicas:
+        return ColorReadiness(False, f"{ready}/{want_replicas} Pods ready")
+    return ColorReadiness(True, f"{ready}/{want_replicas} Pods ready")
+
+
+def _condition(  # noqa: PLR0917 (a private helper called with one line per condition)
+    kind: str,
+    ok: bool,
+    reason: str,
+    message: str,
+    generation: int,
+    previous: dict[str, dict[str, Any]],
+    now: str,
+) -> dict[str, Any]:
+    status = "True" if ok else "False"
+    old = previous.get(kind)
+    changed = old is None or old.get("status") != status
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+        "lastTransitionTime": now if changed or old is None else old.get("lastTransitionTime", now),
+    }
+
+
+def _color_status(
+    app: StreamApp,
+    color: Color,
+    sts: dict[str, Any] | None,
+    lag: int | None,
+) -> dict[str, Any]:
+    status = (sts or {}).get("status") or {}
+    out: dict[str, Any] = {
+        "applicationId": app.color_application_id(color),
+        "replicas": int(status.get("replicas") or 0),
+        "readyReplicas": int(status.get("readyReplicas") or 0),
+        "updatedReplicas": int(status.get("updatedReplicas") or 0),
+        "revision": status.get("currentRevision") or "",
+        "updateRevision": status.get("updateRevision") or "",
+        "specHash": ((sts or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_SPEC_HASH, ""),
+    }
+    if lag is not None:
+        out["lag"] = lag
+    return out
+
+
+def compute_status(
+    app: StreamApp,
+    observed: Observed,
+    want_hash: str,
+    previous_conditions: list[dict[str, Any]] | None = None,
+    now: datetime.datetime | None = None,
+) -> dict[str, Any]:
+    """The whole ``status`` of a StreamApp (written with server-side apply)."""
+    stamp = (now or datetime.datetime.now(datetime.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    prev = {c["type"]: c for c in previous_conditions or [] if "type" in c}
+    gen = app.generation
+    readiness = {
+        c: color_readiness(observed.statefulsets.get(c), app.spec.replicas, want_hash) for c in app.colors
+    }
+    all_ready = all(r.ready for r in readiness.values())
+    detail = "; ".join(f"{c}: {r.message}" for c, r in readiness.items())
+
+    if observed.error is not None:
+        phase, message = "Stalled", observed.error
+        ready = _condition("Ready", False, "Stalled", message, gen, prev, stamp)
+        reconciling = _condition("Reconciling", False, "Stalled", message, gen, prev, stamp)
+        stalled = _condition("Stalled", True, "ApplyFailed", message, gen, prev, stamp)
+    elif app.spec.paused:
+        phase, message = "Paused", f"reconciliation paused (spec.paused); {detail}"
+        ready = _condition("Ready", all_ready, "Paused", message, gen, prev, stamp)
+        reconciling = _condition("Reconciling", False, "Paused", message, gen, prev, stamp)
+        stalled = _condition("Stalled", False, "Paused", message, gen, prev, stamp)
+    elif all_ready:
+        phase, message = "Stable", detail
+        ready = _condition("Ready", True, "AllReplicasReady", message, gen, prev, stamp)
+        reconciling = _condition("Reconciling", False, "Reconciled", message, gen, prev, stamp)
+        stalled = _condition("Stalled", False, "Reconciled", message, gen, prev, stamp)
+    else:
+        any_sts = any(observed.statefulsets.get(c) is not None for c in app.colors)
+        phase, message = ("Deploying" if any_sts else "Pending"), detail
+        ready = _condition("Ready", False, "Deploying", message, gen, prev, stamp)
+        reconciling = _condition("Reconciling", True, "Deploying", message, gen, prev, stamp)
+        stalled = _condition("Stalled", False, "Progressing", message, gen, prev, stamp)
+
+    active = observed.active_color if observed.active_color in app.colors else app.colors[0]
+    colors = {c: _color_status(app, c, observed.statefulsets.get(c), observed.lag.get(c)) for c in app.colors}
+    status: dict[str, Any] = {
+        "observedGeneration": gen,
+        "phase": phase,
+        "activeColor": active,
+        "applicationId": app.application_id,
+        "replicas": colors[active]["replicas"],
+        "readyReplicas": colors[active]["readyReplicas"],
+        "selector": selector_string(app, active),
+        "message": message,
+        "colors": colors,
+        "conditions": [ready, reconciling, stalled],
+    }
+    if active in observed.lag:
+        status["lag"] = observed.lag[active]
+    if observed.topics:
+        status["topics"] = dict(observed.topics)
+    return status

@@ -1,0 +1,148 @@
+"""The StreamApp CRD's shape, documentation, and agreement with the operator's spec model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from baton.operator.spec import StreamAppSpec
+from tests.unit._operator_samples import CRD, EXAMPLE, crd, spec_schema
+
+pytestmark = pytest.mark.unit
+
+
+def _walk(schema: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any]]]:
+    out = [(path, schema)]
+    for name, sub in (schema.get("properties") or {}).items():
+        out += _walk(sub, f"{path}.{name}")
+    if isinstance(schema.get("items"), dict):
+        out += _walk(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        out += _walk(schema["additionalProperties"], f"{path}{{}}")
+    return out
+
+
+def test_names_scope_and_subresources() -> None:
+    doc = crd()
+    spec = doc["spec"]
+    assert doc["metadata"]["name"] == "streamapps.baton.dev"
+    assert spec["group"] == "baton.dev"
+    assert spec["names"]["kind"] == "StreamApp"
+    assert spec["names"]["shortNames"] == ["sapp"]
+    assert "baton" in spec["names"]["categories"]
+    (version,) = spec["versions"]
+    assert version["name"] == "v1alpha1" and version["served"] and version["storage"]
+    assert version["subresources"]["status"] == {}
+    assert version["subresources"]["scale"] == {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector",
+    }
+
+
+def test_printer_columns() -> None:
+    columns = {c["name"]: c["jsonPath"] for c in crd()["spec"]["versions"][0]["additionalPrinterColumns"]}
+    assert columns["Active"] == ".status.activeColor"
+    assert columns["Ready"] == '.status.conditions[?(@.type=="Ready")].status'
+    assert columns["Phase"] == ".status.phase"
+    assert columns["Replicas"] == ".spec.replicas"
+    assert columns["Lag"] == ".status.lag"
+    assert columns["Age"] == ".metadata.creationTimestamp"
+
+
+def test_every_field_is_described() -> None:
+    """`kubectl explain sapp.spec...` documents every field."""
+    root = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    missing = [
+        path
+        for path, sub in _walk(root, "sapp")
+        if path != "sapp.metadata"
+        and not sub.get("description")
+        and not path.endswith("{}")
+        and not path.endswith("[]")
+    ]
+    assert missing == []
+
+
+def test_status_conditions_merge_by_type() -> None:
+    status = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    conditions = status["properties"]["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+
+
+def test_cel_rules_have_messages_naming_the_field() -> None:
+    """Each rule's message starts with the field it is about, so a person knows what to fix."""
+    root = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    rules = [(path, r) for path, sub in _walk(root, "") for r in sub.get("x-kubernetes-validations", [])]
+    assert len(rules) >= 12
+    for path, rule in rules:
+        assert rule["message"].split(" ")[0].startswith(("spec.", "metadata.")), (path, rule)
+
+
+def _model_fields(model: type[BaseModel]) -> dict[str, Any]:
+    return {(f.alias or name): f for name, f in model.model_fields.items()}
+
+
+def _compare(model: type[BaseModel], schema: dict[str, Any], path: str) -> list[str]:
+    """Mismatches between a pydantic model and a CRD object schema: names, defaults, required."""
+    problems: list[str] = []
+    fields = _model_fields(model)
+    props = schema.get("properties") or {}
+    if set(fields) != set(props):
+        problems.append(
+            f"{path}: model {sorted(set(fields) - set(props))} vs CRD {sorted(set(props) - set(fields))}"
+        )
+    for name, field in fields.items():
+        sub = props.get(name)
+        if sub is None:
+            continue
+        annotation = field.annotation
+        nested = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+        if nested is None:
+            for arg in getattr(annotation, "__args__", ()):
+                if isinstance(arg, type) and issubclass(arg, BaseModel):
+                    nested = arg
+        if nested is not None and sub.get("type") == "object" and "properties" in sub:
+            problems += _compare(nested, sub, f"{path}.{name}")
+            continue
+        if "default" in sub and field.default != sub["default"]:
+            problems.append(
+                f"{path}.{name}: default {field.default!r} in the model, {sub['default']!r} in the CRD"
+            )
+        if field.is_required() != (name in schema.get("required", [])):
+            problems.append(f"{path}.{name}: required differs")
+        if "enum" in sub:
+            assert annotation is not None
+            literal = set(getattr(annotation, "__args__", ())) - {type(None)}
+            if literal != set(sub["enum"]):
+                problems.append(f"{path}.{name}: enum {literal} vs {sub['enum']}")
+    return problems
+
+
+def test_spec_model_matches_the_crd() -> None:
+    """Names, defaults, enums and required fields agree between spec.py and the CRD."""
+    assert _compare(StreamAppSpec, spec_schema(), "spec") == []
+
+
+def test_object_defaults_are_complete() -> None:
+    """Objects with nested defaults are defaulted themselves, so the defaults always apply."""
+    props = spec_schema()["properties"]
+    for name in ("worker", "state", "upgrade", "compaction"):
+        assert props[name].get("default") == {}, name
+
+
+def test_example_validates_against_the_schema() -> None:
+    schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    example = yaml.safe_load(EXAMPLE.read_text())
+    jsonschema.validate(example, schema)
+    assert example["spec"]["topology"] == "examples.click_counter:topology"
+
+
+def test_crd_file_is_a_single_document() -> None:
+    """The Helm chart includes this very file; one CRD per file keeps that simple."""
+    assert len([d for d in yaml.safe_load_all(CRD.read_text()) if d]) == 1

@@ -1,0 +1,119 @@
+"""The worker Pods' environment is exactly WorkerConfig's settings, and it parses."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from baton.operator.builders.env import worker_env
+from baton.operator.builders.statefulset import statefulset
+from baton.operator.constants import STATE_DIR
+from baton.worker.config import ProcessingGuarantee, WorkerConfig, env_var
+from tests.unit._operator_samples import app
+
+pytestmark = pytest.mark.unit
+
+ALL_FIELDS = set(WorkerConfig.model_fields)
+
+
+def _baton_names(env: list[dict[str, Any]]) -> set[str]:
+    return {e["name"] for e in env if e["name"].startswith("BATON_")}
+
+
+def _resolve(env: list[dict[str, Any]], pod: str, secret: dict[str, str]) -> dict[str, str]:
+    """What the kubelet does: fieldRef, secretKeyRef, and $(VAR) expansion of earlier variables."""
+    out: dict[str, str] = {}
+    for e in env:
+        if "value" in e:
+            out[e["name"]] = re.sub(
+                r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: out.get(m.group(1), m.group(0)), e["value"]
+            )
+        elif e["valueFrom"].get("fieldRef", {}).get("fieldPath") == "metadata.name":
+            out[e["name"]] = pod
+        else:
+            out[e["name"]] = secret[e["valueFrom"]["secretKeyRef"]["key"]]
+    return out
+
+
+def test_every_baton_variable_is_a_worker_setting() -> None:
+    for sample in (app(), app(upgrade={"strategy": "Rolling"}), app(commitIntervalMs=None)):
+        for color in sample.colors:
+            names = _baton_names(worker_env(sample, color))
+            assert names <= {env_var(f) for f in ALL_FIELDS}
+
+
+def test_blue_green_sets_every_worker_setting() -> None:
+    """No worker setting is silently left to its default under the operator."""
+    names = _baton_names(worker_env(app(), "green"))
+    assert names == {env_var(f) for f in ALL_FIELDS}
+
+
+def test_worker_config_parses_the_pod_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    sample = app(standbyReplicas=2, processingGuarantee="at_least_once", config={"fetch.min.bytes": "1"})
+    env = _resolve(worker_env(sample, "green"), "click-counter-green-2", {})
+    for name in list(__import__("os").environ):
+        if name.startswith("BATON_"):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    cfg = WorkerConfig()  # type: ignore[call-arg]
+    assert cfg.application_id == "click-counter-green"
+    assert cfg.instance_id == "click-counter-green-2"
+    assert cfg.color == "green"
+    assert cfg.control_topic == "click-counter-control"
+    assert cfg.num_standby_replicas == 2
+    assert cfg.processing_guarantee is ProcessingGuarantee.AT_LEAST_ONCE
+    assert cfg.commit_interval_ms == 100
+    assert str(cfg.state_dir) == STATE_DIR
+    assert cfg.topology == "examples.click_counter:topology"
+    assert cfg.kafka_config == {"fetch.min.bytes": "1", "security.protocol": "plaintext"}
+    assert cfg.metrics_port == 8080
+
+
+def test_state_dir_is_the_workers_default_and_the_mount() -> None:
+    """The volume is mounted where the worker looks even without the variable."""
+    assert str(WorkerConfig.model_fields["state_dir"].default) == STATE_DIR
+    container = statefulset(app(), "blue")["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "state", "mountPath": STATE_DIR} in container["volumeMounts"]
+
+
+def test_rolling_runs_one_color_without_flip_gating() -> None:
+    sample = app(upgrade={"strategy": "Rolling"})
+    assert sample.colors == ("blue",)
+    names = _baton_names(worker_env(sample, "blue"))
+    assert env_var("color") not in names and env_var("control_topic") not in names
+
+
+def test_sasl_credentials_come_from_the_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    sample = app(
+        kafka={
+            "bootstrapServers": "k:9093",
+            "securityProtocol": "SASL_SSL",
+            "saslMechanism": "SCRAM-SHA-256",
+            "secretRef": {"name": "kafka-creds"},
+        }
+    )
+    env = worker_env(sample, "blue")
+    names = [e["name"] for e in env]
+    # $(VAR) expands only variables defined earlier in the list.
+    assert names.index("KAFKA_SASL_PASSWORD") < names.index(env_var("kafka_config"))
+    secret_refs = {
+        e["valueFrom"]["secretKeyRef"]["name"] for e in env if "secretKeyRef" in e.get("valueFrom", {})
+    }
+    assert secret_refs == {"kafka-creds"}
+    assert "s3cr3t" not in json.dumps(env)
+    resolved = _resolve(env, "p-0", {"username": "alice", "password": "s3cr3t"})
+    config = json.loads(resolved[env_var("kafka_config")])
+    assert config["sasl.username"] == "alice" and config["sasl.password"] == "s3cr3t"
+    assert config["sasl.mechanism"] == "SCRAM-SHA-256"
+    assert config["security.protocol"] == "sasl_ssl"
+    assert config["ssl.ca.location"] == "/etc/baton/kafka/ca.crt"
+
+
+def test_user_env_is_appended_after_the_operators() -> None:
+    sample = app(podTemplate={"env": [{"name": "TZ", "value": "UTC"}]})
+    env = worker_env(sample, "blue")
+    assert env[-1] == {"name": "TZ", "value": "UTC"}

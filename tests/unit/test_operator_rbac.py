@@ -1,0 +1,73 @@
+"""The operator's RBAC rules: what it needs, and nothing it must not have."""
+
+from __future__ import annotations
+
+import pytest
+
+from baton.operator.builders import desired_objects
+from baton.operator.rbac import operator_rules, rbac_objects
+from tests.unit._operator_samples import app
+
+pytestmark = pytest.mark.unit
+
+
+def _allows(rules: list[dict[str, object]], group: str, resource: str, verb: str) -> bool:
+    return any(
+        group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"]  # type: ignore[operator]
+        for r in rules
+    )
+
+
+def test_can_manage_every_kind_it_builds() -> None:
+    rules = operator_rules()
+    for obj in desired_objects(app()):
+        group = obj["apiVersion"].rpartition("/")[0]
+        resource = {
+            "StatefulSet": "statefulsets",
+            "Service": "services",
+            "ServiceAccount": "serviceaccounts",
+            "PodDisruptionBudget": "poddisruptionbudgets",
+        }[obj["kind"]]
+        for verb in ("get", "list", "watch", "create", "patch", "delete"):
+            assert _allows(rules, group, resource, verb), (obj["kind"], verb)
+
+
+def test_streamapp_status_events_and_peering() -> None:
+    rules = operator_rules()
+    assert _allows(rules, "baton.dev", "streamapps", "watch")
+    assert _allows(rules, "baton.dev", "streamapps/status", "patch")
+    assert _allows(rules, "baton.dev", "streamapps/finalizers", "update")
+    assert _allows(rules, "", "events", "create")
+    assert _allows(rules, "kopf.dev", "clusterkopfpeerings", "patch")
+    assert _allows(rules, "kopf.dev", "kopfpeerings", "patch")
+    assert not _allows(operator_rules(clusterwide=False), "kopf.dev", "clusterkopfpeerings", "patch")
+
+
+def test_least_privilege() -> None:
+    rules = operator_rules()
+    flat = {
+        (g, r, v)
+        for rule in rules
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    assert not any(r in ("secrets", "pods/exec", "*") or v == "*" or g == "*" for g, r, v in flat)
+    assert not _allows(rules, "baton.dev", "streamapps", "create")
+    assert not _allows(rules, "baton.dev", "streamapps", "delete")
+
+
+def test_rbac_objects_bind_the_service_account() -> None:
+    sa, role, binding = rbac_objects("baton-operator", "baton-system")
+    assert sa["metadata"] == {
+        "name": "baton-operator",
+        "namespace": "baton-system",
+        "labels": {"app.kubernetes.io/name": "baton", "app.kubernetes.io/component": "operator"},
+    }
+    assert role["kind"] == "ClusterRole" and binding["kind"] == "ClusterRoleBinding"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "baton-operator", "namespace": "baton-system"}
+    ]
+    _, ns_role, ns_binding = rbac_objects("op", "team-a", clusterwide=False)
+    assert ns_role["kind"] == "Role" and ns_role["metadata"]["namespace"] == "team-a"
+    assert ns_binding["roleRef"]["kind"] == "Role"

@@ -1,0 +1,143 @@
+"""kstatus status computation, from StatefulSet states to conditions and phase."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from baton.operator.builders.statefulset import spec_hash
+from baton.operator.status import Observed, color_readiness, compute_status
+from tests.unit._operator_samples import app
+
+pytestmark = pytest.mark.unit
+
+T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+T1 = T0 + datetime.timedelta(minutes=5)
+
+
+def sts(
+    ready: int,
+    *,
+    replicas: int = 3,
+    want_hash: str | None = None,
+    generation: int = 1,
+    observed: int = 1,
+    current: str = "r1",
+    update: str = "r1",
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "generation": generation,
+            "annotations": {"baton.dev/spec-hash": want_hash or spec_hash(app().spec)},
+        },
+        "status": {
+            "observedGeneration": observed,
+            "replicas": replicas,
+            "readyReplicas": ready,
+            "updatedReplicas": replicas,
+            "currentRevision": current,
+            "updateRevision": update,
+        },
+    }
+
+
+def conditions(status: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in status["conditions"]}
+
+
+def test_ready_false_from_the_first_reconcile() -> None:
+    status = compute_status(
+        app(), Observed(statefulsets={"blue": None, "green": None}), spec_hash(app().spec)
+    )
+    assert conditions(status) == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
+    assert status["phase"] == "Pending"
+    assert status["observedGeneration"] == 3
+    assert all(c["observedGeneration"] == 3 for c in status["conditions"])
+
+
+def test_ready_when_every_color_is_rolled_out() -> None:
+    observed = Observed(statefulsets={"blue": sts(3), "green": sts(3)}, lag={"blue": 12, "green": 40})
+    status = compute_status(app(), observed, spec_hash(app().spec))
+    assert conditions(status) == {"Ready": "True", "Reconciling": "False", "Stalled": "False"}
+    assert status["phase"] == "Stable"
+    assert status["activeColor"] == "blue"
+    assert status["replicas"] == 3 and status["readyReplicas"] == 3
+    assert status["selector"] == "baton.dev/app=click-counter,baton.dev/color=blue"
+    assert status["lag"] == 12
+    assert status["colors"]["green"]["lag"] == 40
+    assert status["colors"]["green"]["applicationId"] == "click-counter-green"
+
+
+def test_not_ready_while_one_color_is_behind() -> None:
+    observed = Observed(statefulsets={"blue": sts(3), "green": sts(2)})
+    status = compute_status(app(), observed, spec_hash(app().spec))
+    assert conditions(status)["Ready"] == "False"
+    assert status["phase"] == "Deploying"
+    assert "green: 2/3 Pods ready" in status["message"]
+
+
+@pytest.mark.parametrize(
+    ("state", "reason"),
+    [
+        (sts(3, want_hash="old"), "not updated to the current spec"),
+        (sts(3, generation=2, observed=1), "has not observed"),
+        (sts(3, current="r1", update="r2"), "Pods updated"),
+        (sts(3, replicas=2), "2/3 Pods exist"),
+    ],
+)
+def test_color_readiness_reasons(state: dict[str, Any], reason: str) -> None:
+    result = color_readiness(state, 3, spec_hash(app().spec))
+    assert not result.ready
+    assert reason in result.message
+
+
+def test_stalled_on_a_refused_spec() -> None:
+    observed = Observed(statefulsets={"blue": sts(3), "green": sts(3)}, error="StatefulSet x refused: bad")
+    status = compute_status(app(), observed, spec_hash(app().spec))
+    assert conditions(status) == {"Ready": "False", "Reconciling": "False", "Stalled": "True"}
+    assert status["phase"] == "Stalled"
+    assert status["message"] == "StatefulSet x refused: bad"
+
+
+def test_paused() -> None:
+    sample = app(paused=True)
+    status = compute_status(
+        sample, Observed(statefulsets={"blue": sts(3), "green": sts(3)}), spec_hash(sample.spec)
+    )
+    assert status["phase"] == "Paused"
+    assert conditions(status)["Reconciling"] == "False"
+
+
+def test_transition_time_kept_while_status_unchanged() -> None:
+    want = spec_hash(app().spec)
+    first = compute_status(app(), Observed(statefulsets={"blue": sts(1), "green": sts(1)}), want, now=T0)
+    again = compute_status(
+        app(), Observed(statefulsets={"blue": sts(2), "green": sts(2)}), want, first["conditions"], now=T1
+    )
+    ready = compute_status(
+        app(), Observed(statefulsets={"blue": sts(3), "green": sts(3)}), want, again["conditions"], now=T1
+    )
+    assert again["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    assert ready["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:05:00Z"
+
+
+def test_active_color_follows_observation() -> None:
+    observed = Observed(statefulsets={"blue": sts(3), "green": sts(1, replicas=1)}, active_color="green")
+    status = compute_status(app(), observed, spec_hash(app().spec))
+    assert status["activeColor"] == "green"
+    assert status["selector"].endswith("baton.dev/color=green")
+    assert status["replicas"] == 1
+
+
+def test_scaled_to_zero_is_ready() -> None:
+    sample = app(replicas=0, standbyReplicas=0)
+    want = spec_hash(sample.spec)
+    observed = Observed(
+        statefulsets={
+            "blue": sts(0, replicas=0, want_hash=want, current="", update="r1"),
+            "green": sts(0, replicas=0, want_hash=want),
+        }
+    )
+    assert conditions(compute_status(sample, observed, want))["Ready"] == "True"
