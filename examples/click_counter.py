@@ -1,7 +1,10 @@
 """Count clicks per user: `clicks` (key user id, JSON click) -> `user_counts` (key user id, JSON count).
 
 Run it: baton run examples/click_counter.py --bootstrap-servers localhost:9092 --application-id click-counter
+(CLICKS_TOPIC / COUNTS_TOPIC rename the topics, e.g. in tests.)
 """
+
+import os
 
 from pydantic import BaseModel, ConfigDict
 
@@ -15,8 +18,8 @@ class Click(BaseModel):
 
 
 topology = Topology()
-(topology.stream("clicks", key=STR, value=Json(Click))
+(topology.stream(os.environ.get("CLICKS_TOPIC", "clicks"), key=STR, value=Json(Click))
     .group_by_key()
     .count(store="user-counts-store")
     .to_stream()
-    .to("user_counts", value=JSON))
+    .to(os.environ.get("COUNTS_TOPIC", "user_counts"), value=JSON))

@@ -1,0 +1,208 @@
+"""Helpers to test topologies against a real broker: worker subprocesses, producing, reading back.
+
+Used by Baton's own integration tests and benchmarks, and usable by applications that
+want the same kind of test. Nothing here fakes Kafka: workers are real processes
+running ``baton run`` and records go through the real broker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import orjson
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+T = TypeVar("T")
+
+_LAUNCH = "import sys; from baton.cli import main; sys.argv[0] = 'baton'; main()"
+
+
+@dataclass
+class Record:
+    key: bytes | None
+    value: bytes | None
+    partition: int
+    offset: int
+    timestamp: int
+    headers: dict[str, bytes]
+
+
+class WorkerProcess:
+    """One ``baton run`` subprocess; its JSON log lines go to ``log_path``."""
+
+    def __init__(self, topology: str, *, bootstrap: str, application_id: str, state_dir: Path, log_path: Path,
+                 guarantee: str = "exactly_once_v2", instance_id: str | None = None,
+                 extra_args: Iterable[str] = (), env: dict[str, str] | None = None) -> None:
+        self.args = [sys.executable, "-c", _LAUNCH, "run", topology, "--bootstrap-servers", bootstrap,
+                     "--application-id", application_id, "--state-dir", str(state_dir),
+                     "--processing-guarantee", guarantee, "--metrics-port", "0", *extra_args]
+        if instance_id:
+            self.args += ["--instance-id", instance_id]
+        self.log_path = log_path
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
+
+    def start(self) -> WorkerProcess:
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        return self
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def logs(self, current_run_only: bool = True) -> list[dict[str, object]]:
+        """Parsed JSON log lines (of the current run by default); other lines are skipped."""
+        if not self.log_path.exists():
+            return []
+        data = self.log_path.read_bytes()[self._log_offset if current_run_only else 0:]
+        out = []
+        for line in data.splitlines():
+            if line.startswith(b"{"):
+                try:
+                    out.append(orjson.loads(line))
+                except orjson.JSONDecodeError:
+                    continue
+        return out
+
+    def port(self, timeout: float = 30.0) -> int:
+        line = wait_for(lambda: next((x for x in self.logs() if x.get("msg") == "http listening"), None), timeout,
+                        f"{self.log_path.name}: no http port")
+        port = line["port"]
+        assert isinstance(port, int)
+        return port
+
+    def http(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port()}{path}", timeout=5) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        wait_for(lambda: self.alive and self.http("/readyz")[0] == 200, timeout, f"{self.log_path.name} not ready")
+
+    def restored(self) -> int:
+        """Records restored in the current run, from the 'store restored' log lines."""
+        total = 0
+        for line in self.logs():
+            if line.get("msg") == "store restored":
+                value = line["restored"]
+                assert isinstance(value, int)
+                total += value
+        return total
+
+    def metric(self, name: str) -> float:
+        """Sum of a Prometheus metric's samples (all label sets)."""
+        _status, body = self.http("/metrics")
+        total = 0.0
+        for line in body.splitlines():
+            if line.startswith(name) and (line[len(name)] in " {"):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+
+def wait_for(check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.2) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(interval)
+
+
+def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None] |
+                                                       tuple[bytes | None, bytes | None, int]]) -> int:
+    """Produce (key, value[, timestamp_ms]) records with the Java partitioner; returns how many."""
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 20,
+                         "enable.idempotence": True})
+    count = 0
+    for record in records:
+        kwargs = {"timestamp": record[2]} if len(record) == 3 else {}
+        while True:
+            try:
+                producer.produce(topic, record[1], record[0], **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        count += 1
+    remaining = producer.flush(60)
+    assert remaining == 0, f"{remaining} records not delivered"
+    return count
+
+
+def read_all(bootstrap: str, topic: str, *, committed_only: bool = True, start: dict[int, int] | None = None,
+             timeout: float = 60.0) -> list[Record]:
+    """Every record of ``topic`` up to its current end, in offset order per partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
+                         "isolation.level": "read_committed" if committed_only else "read_uncommitted",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        partitions = sorted(meta.partitions)
+        consumer.assign([TopicPartition(topic, p, (start or {}).get(p, -2)) for p in partitions])
+        out: list[Record] = []
+        eof: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(eof) < len(partitions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic}: reached the end of {sorted(eof)} only")
+            for msg in consumer.consume(1000, 0.5):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        eof.add(msg.partition() or 0)
+                        continue
+                    raise RuntimeError(str(err))
+                eof.discard(msg.partition() or 0)
+                out.append(Record(msg.key(), msg.value(), msg.partition() or 0, msg.offset() or 0,
+                                  msg.timestamp()[1], {k: v for k, v in (msg.headers() or []) if v is not None}))
+        return out
+    finally:
+        consumer.close()
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
+                         "isolation.level": "read_committed"})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in meta.partitions}
+    finally:
+        consumer.close()
+
+
+def latest_by_key(records: Iterable[Record]) -> dict[bytes | None, bytes | None]:
+    out: dict[bytes | None, bytes | None] = {}
+    for r in records:
+        out[r.key] = r.value
+    return out
