@@ -1,0 +1,168 @@
+"""Builds Kubernetes, etcd and helm from the Go module proxy into the cache.
+
+k8s.io/kubernetes cannot be ``go install``ed: its go.mod replaces every staging
+module (k8s.io/api, k8s.io/client-go, ...) with a local folder. A small wrapper
+module requires k8s.io/kubernetes and replaces each staging module with the
+published ``v0.<minor>.<patch>`` instead; then ``go build`` works. The list of
+staging modules is read from the release's own go.mod, so a version bump needs
+no edit here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from . import paths, versions
+from .requirements import need, run
+
+KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
+def kube_dir() -> Path:
+    return paths.tool_dir("kubernetes", versions.KUBERNETES)
+
+
+def etcd_dir() -> Path:
+    return paths.tool_dir("etcd", versions.ETCD)
+
+
+def helm_dir() -> Path:
+    return paths.tool_dir("helm", versions.HELM)
+
+
+def _go_env(workdir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("GOFLAGS", "-mod=mod")
+    env["GOFLAGS"] = (
+        env["GOFLAGS"] + " -buildvcs=false" if "-buildvcs" not in env["GOFLAGS"] else env["GOFLAGS"]
+    )
+    env["GOTOOLCHAIN"] = "local"
+    env["CGO_ENABLED"] = "0"
+    return env
+
+
+def _staging_modules(version: str, env: dict[str, str], cwd: Path) -> list[str]:
+    out = subprocess.run(
+        ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{version}"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    gomod = Path(json.loads(out.stdout)["GoMod"]).read_text()
+    return sorted(set(re.findall(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", gomod, re.M)))
+
+
+def _install_bins(built: Path, dest: Path, names: tuple[str, ...]) -> None:
+    """Move finished binaries into the cache atomically, so a half build is never 'installed'."""
+    tmp = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "bin").mkdir(parents=True)
+    for name in names:
+        shutil.copy2(built / name, tmp / "bin" / name)
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+
+
+def build_kubernetes() -> Path:
+    """Build kube-apiserver, kube-controller-manager, kube-scheduler and kubectl once per version."""
+    dest = kube_dir()
+    if all((dest / "bin" / b).exists() for b in KUBE_BINARIES):
+        return dest / "bin"
+    need("go")
+    version = versions.KUBERNETES
+    major, minor, patch = version.lstrip("v").split(".")
+    with tempfile.TemporaryDirectory(prefix="baton-kube-") as tmpd:
+        work = Path(tmpd)
+        env = _go_env(work)
+        (work / "go.mod").write_text("module baton.dev/kubewrapper\n\ngo 1.25\n")
+        staging = _staging_modules(version, env, work)
+        replaces = "\n".join(f"\t{m} => {m} v0.{minor}.{patch}" for m in staging)
+        (work / "go.mod").write_text(
+            "module baton.dev/kubewrapper\n\ngo 1.25\n\n"
+            f"require k8s.io/kubernetes {version}\n\nreplace (\n{replaces}\n)\n"
+        )
+        log = str(paths.CACHE / f"kubernetes-{version}.build.log")
+        pkgs = [f"k8s.io/kubernetes/cmd/{b}" for b in KUBE_BINARIES]
+        run(["go", "get", *[f"{p}@{version}" for p in pkgs]], cwd=str(work), env=env, log=log)
+        ldflags = " ".join(
+            f"-X {pkg}.{k}={v}"
+            for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+            for k, v in (
+                ("gitVersion", version),
+                ("gitMajor", major),
+                ("gitMinor", minor),
+                ("gitTreeState", "clean"),
+                ("gitCommit", f"baton-wrapper-{version}"),
+                ("buildDate", "1970-01-01T00:00:00Z"),
+            )
+        )
+        out = work / "out"
+        out.mkdir()
+        run(
+            ["go", "build", "-trimpath", "-ldflags", f"-s -w {ldflags}", "-o", str(out) + "/", *pkgs],
+            cwd=str(work),
+            env=env,
+            log=log,
+        )
+        _install_bins(out, dest, KUBE_BINARIES)
+    return dest / "bin"
+
+
+def build_etcd() -> Path:
+    """etcd's own go.mod also uses local replaces, so it gets the same wrapper treatment."""
+    dest = etcd_dir()
+    if (dest / "bin" / "etcd").exists():
+        return dest / "bin"
+    need("go")
+    with tempfile.TemporaryDirectory(prefix="baton-etcd-") as tmpd:
+        work = Path(tmpd)
+        env = _go_env(work)
+        (work / "go.mod").write_text("module baton.dev/etcdwrapper\n\ngo 1.25\n")
+        (work / "main.go").write_text(
+            'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\n'
+            "func main() { etcdmain.Main(os.Args) }\n"
+        )
+        log = str(paths.CACHE / f"etcd-{versions.ETCD}.build.log")
+        run(["go", "get", f"go.etcd.io/etcd/server/v3@{versions.ETCD}"], cwd=str(work), env=env, log=log)
+        run(["go", "mod", "tidy"], cwd=str(work), env=env, log=log)
+        out = work / "out"
+        out.mkdir()
+        run(
+            ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out / "etcd"), "."],
+            cwd=str(work),
+            env=env,
+            log=log,
+        )
+        _install_bins(out, dest, ("etcd",))
+    return dest / "bin"
+
+
+def build_helm() -> Path:
+    dest = helm_dir()
+    if (dest / "bin" / "helm").exists():
+        return dest / "bin"
+    need("go")
+    with tempfile.TemporaryDirectory(prefix="baton-helm-") as tmpd:
+        work = Path(tmpd)
+        env = _go_env(work)
+        env["GOBIN"] = str(work / "out")
+        env["GOFLAGS"] = "-buildvcs=false"
+        ver = versions.HELM
+        ldflags = f"-s -w -X helm.sh/helm/v3/internal/version.version={ver}"
+        log = str(paths.CACHE / f"helm-{ver}.build.log")
+        run(
+            ["go", "install", "-trimpath", "-ldflags", ldflags, f"helm.sh/helm/v3/cmd/helm@{ver}"],
+            cwd=str(work),
+            env=env,
+            log=log,
+        )
+        _install_bins(work / "out", dest, ("helm",))
+    return dest / "bin"

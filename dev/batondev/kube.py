@@ -1,0 +1,274 @@
+"""etcd, kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1.
+
+Certificates come from ``openssl``: one CA that signs the API server's serving certificate
+and an admin client certificate (group ``system:masters``), plus a service-account signing
+key. The admin kubeconfig carries the CA, so clients verify TLS for real. There is no
+kubelet here: Pods stay unscheduled unless the dev pod runner runs them.
+"""
+
+from __future__ import annotations
+
+import ssl
+import urllib.request
+from pathlib import Path
+
+from . import gobuild, paths, ports, procs
+from .requirements import need, run
+
+APISERVER = "kube-apiserver"
+ETCD = "etcd"
+KCM = "kube-controller-manager"
+SCHEDULER = "kube-scheduler"
+COMPONENTS = (ETCD, APISERVER, KCM, SCHEDULER)
+
+
+def pki() -> Path:
+    return paths.RUN / "pki"
+
+
+def kubeconfig() -> Path:
+    return paths.RUN / "kubeconfig"
+
+
+def server_url() -> str:
+    return f"https://127.0.0.1:{ports.APISERVER}"
+
+
+def _make_pki() -> None:
+    """Create the CA, serving and admin certs and the SA key once per run dir."""
+    d = pki()
+    if (d / ".complete").exists():
+        return
+    need("openssl")
+    d.mkdir(parents=True, exist_ok=True)
+
+    def ssl_cmd(*args: str) -> None:
+        run(["openssl", *args], cwd=str(d))
+
+    ssl_cmd(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=baton-local-ca",
+    )
+    (d / "server.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+        "DNS:kubernetes.default.svc,IP:10.0.0.1\nextendedKeyUsage=serverAuth\n"
+    )
+    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    for name, subj, ext in (
+        ("server", "/CN=kube-apiserver", "server.ext"),
+        ("admin", "/O=system:masters/CN=baton-admin", "client.ext"),
+    ):
+        ssl_cmd(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            subj,
+        )
+        ssl_cmd(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.crt",
+            "-days",
+            "3650",
+            "-extfile",
+            ext,
+        )
+    ssl_cmd("genrsa", "-out", "sa.key", "2048")
+    ssl_cmd("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
+    (d / ".complete").touch()
+
+
+def _write_kubeconfig() -> None:
+    d = pki()
+    kubeconfig().write_text(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: baton-local
+  cluster:
+    server: {server_url()}
+    certificate-authority: {d / "ca.crt"}
+users:
+- name: baton-admin
+  user:
+    client-certificate: {d / "admin.crt"}
+    client-key: {d / "admin.key"}
+contexts:
+- name: baton-local
+  context:
+    cluster: baton-local
+    user: baton-admin
+    namespace: default
+current-context: baton-local
+""")
+
+
+def _healthy(url: str, *, tls: bool) -> bool:
+    ctx = None
+    if tls:
+        ctx = ssl.create_default_context(cafile=str(pki() / "ca.crt"))
+        ctx.load_cert_chain(str(pki() / "admin.crt"), str(pki() / "admin.key"))
+    with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
+        return bool(resp.status == 200)
+
+
+def _start_etcd(bin_dir: Path, timeout: float) -> None:
+    url = f"http://127.0.0.1:{ports.ETCD_CLIENT}"
+    if procs.running_pid(ETCD) is None:
+        procs.ensure_ports_free(ETCD, [ports.ETCD_CLIENT, ports.ETCD_PEER])
+        data = paths.RUN / ETCD / "data"
+        procs.start(
+            ETCD,
+            [
+                str(bin_dir / "etcd"),
+                "--name",
+                "baton",
+                "--data-dir",
+                str(data),
+                "--listen-client-urls",
+                url,
+                "--advertise-client-urls",
+                url,
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{ports.ETCD_PEER}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{ports.ETCD_PEER}",
+                "--initial-cluster",
+                f"baton=http://127.0.0.1:{ports.ETCD_PEER}",
+                "--listen-metrics-urls",
+                "",
+                "--log-level",
+                "warn",
+                "--quota-backend-bytes",
+                str(4 << 30),
+                "--unsafe-no-fsync",  # a throwaway dev store: fsync would only slow tests down
+            ],
+        )
+    procs.wait_until(ETCD, lambda: _healthy(f"{url}/health", tls=False), timeout)
+
+
+def _start_apiserver(bin_dir: Path, timeout: float) -> None:
+    d = pki()
+    if procs.running_pid(APISERVER) is None:
+        procs.ensure_ports_free(APISERVER, [ports.APISERVER])
+        procs.start(
+            APISERVER,
+            [
+                str(bin_dir / "kube-apiserver"),
+                f"--etcd-servers=http://127.0.0.1:{ports.ETCD_CLIENT}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={ports.APISERVER}",
+                f"--tls-cert-file={d / 'server.crt'}",
+                f"--tls-private-key-file={d / 'server.key'}",
+                f"--client-ca-file={d / 'ca.crt'}",
+                # the front-proxy CA is unused here, but without it controllers log an error per sync
+                f"--requestheader-client-ca-file={d / 'ca.crt'}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--authorization-mode=RBAC",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={d / 'sa.pub'}",
+                f"--service-account-signing-key-file={d / 'sa.key'}",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=0",
+                "--enable-priority-and-fairness=false",
+            ],
+        )
+    procs.wait_until(APISERVER, lambda: _healthy(f"{server_url()}/readyz", tls=True), timeout)
+
+
+def _start_controller(name: str, cmd: list[str], port: int, timeout: float) -> None:
+    if procs.running_pid(name) is None:
+        procs.ensure_ports_free(name, [port])
+        procs.start(name, cmd)
+
+    # both serve /healthz on their secure port with a self-signed cert; authz allows /healthz
+    def ok() -> bool:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", timeout=2, context=ctx) as r:
+            return bool(r.status == 200)
+
+    procs.wait_until(name, ok, timeout)
+
+
+def up(timeout: float = 120) -> None:
+    kube_bin = gobuild.build_kubernetes()
+    etcd_bin = gobuild.build_etcd()
+    paths.RUN.mkdir(parents=True, exist_ok=True)
+    _make_pki()
+    _write_kubeconfig()
+    _start_etcd(etcd_bin, timeout)
+    _start_apiserver(kube_bin, timeout)
+    d = pki()
+    common = [
+        f"--kubeconfig={kubeconfig()}",
+        "--bind-address=127.0.0.1",
+        "--leader-elect=false",
+        f"--authentication-kubeconfig={kubeconfig()}",
+        f"--authorization-kubeconfig={kubeconfig()}",
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez",
+    ]
+    _start_controller(
+        KCM,
+        [
+            str(kube_bin / "kube-controller-manager"),
+            *common,
+            f"--secure-port={ports.CONTROLLER_MANAGER}",
+            f"--service-account-private-key-file={d / 'sa.key'}",
+            f"--root-ca-file={d / 'ca.crt'}",
+            "--use-service-account-credentials=false",
+            "--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle",
+            "--concurrent-statefulset-syncs=5",
+        ],
+        ports.CONTROLLER_MANAGER,
+        timeout,
+    )
+    _start_controller(
+        SCHEDULER,
+        [
+            str(kube_bin / "kube-scheduler"),
+            *common,
+            f"--secure-port={ports.SCHEDULER}",
+        ],
+        ports.SCHEDULER,
+        timeout,
+    )
+
+
+def down() -> list[str]:
+    return [name for name in reversed(COMPONENTS) if procs.stop(name)]
+
+
+def bin_dirs() -> list[Path]:
+    """Folders with kubectl and helm, for PATH."""
+    return [gobuild.kube_dir() / "bin", gobuild.helm_dir() / "bin"]

@@ -1,0 +1,16 @@
+"""The stack's ports on 127.0.0.1, all derived from one base so a second stack can move aside."""
+
+from __future__ import annotations
+
+import os
+
+BASE = int(os.environ.get("BATON_PORT_BASE", "39090"))
+
+KAFKA = BASE + 2  # PLAINTEXT listener
+KAFKA_CONTROLLER = BASE + 3
+KAFKA_SCRAM = BASE + 4  # SASL_PLAINTEXT with SCRAM-SHA-512
+ETCD_CLIENT = BASE + 10
+ETCD_PEER = BASE + 11
+APISERVER = BASE + 20
+CONTROLLER_MANAGER = BASE + 21
+SCHEDULER = BASE + 22

@@ -1,0 +1,110 @@
+"""``dev/stack``: install and run Baton's local stack (Kafka, Kubernetes control plane, helm, Spark jars).
+
+Every subcommand is idempotent: ``up`` twice is harmless, ``down`` leaves the caches.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+
+import click
+
+from . import gobuild, kafka, kube, paths, ports, procs
+from .requirements import MissingTool
+
+COMPONENTS = ("kafka", "kube", "helm", "spark")
+
+
+def up_components(components: tuple[str, ...] | list[str]) -> dict[str, float]:
+    """Bring the named components up; returns seconds spent per component."""
+    spent: dict[str, float] = {}
+    for comp in COMPONENTS:
+        if comp not in components:
+            continue
+        started = time.monotonic()
+        if comp == "kafka":
+            kafka.up()
+        elif comp == "kube":
+            kube.up()
+        elif comp == "helm":
+            gobuild.build_helm()
+        elif comp == "spark":
+            from . import spark
+
+            spark.install()
+        spent[comp] = time.monotonic() - started
+    return spent
+
+
+def env_lines() -> list[str]:
+    path = os.pathsep.join([*(str(p) for p in kube.bin_dirs()), "$PATH"])
+    return [
+        f"export BATON_KAFKA_BOOTSTRAP={kafka.bootstrap()}",
+        f"export BATON_KAFKA_SCRAM_BOOTSTRAP={kafka.scram_bootstrap()}",
+        f"export KUBECONFIG={shlex.quote(str(kube.kubeconfig()))}",
+        f'export PATH="{path}"',
+    ]
+
+
+@click.group()
+def main() -> None:
+    """Baton's local stack on 127.0.0.1: a Kafka broker (KRaft), etcd, kube-apiserver,
+    kube-controller-manager, kube-scheduler, kubectl, helm and the Spark Kafka connector."""
+
+
+@main.command()
+@click.argument("components", nargs=-1, type=click.Choice(COMPONENTS))
+def up(components: tuple[str, ...]) -> None:
+    """Install what is missing and start COMPONENTS (default: all)."""
+    started = time.monotonic()
+    try:
+        spent = up_components(components or COMPONENTS)
+    except (MissingTool, procs.PortInUse, procs.NotReady, RuntimeError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    detail = ", ".join(f"{k} {v:.1f}s" for k, v in spent.items())
+    click.echo(
+        f'stack up in {time.monotonic() - started:.1f}s ({detail}); run: eval "$(dev/stack env)"', err=True
+    )
+
+
+@main.command()
+def down() -> None:
+    """Stop everything the stack started; installs and caches stay."""
+    stopped = kube.down()
+    if kafka.down():
+        stopped.append("kafka")
+    click.echo(f"stopped: {', '.join(stopped) or 'nothing was running'}", err=True)
+
+
+@main.command()
+def env() -> None:
+    """Print shell lines that point clients at the running stack: eval "$(dev/stack env)"."""
+    click.echo("\n".join(env_lines()))
+
+
+@main.command()
+def status() -> None:
+    """Show which components run, their pids and where they listen; exit 1 if any is down."""
+    rows = [
+        ("kafka", kafka.NAME, f"{kafka.bootstrap()} (SCRAM {kafka.scram_bootstrap()})"),
+        ("etcd", kube.ETCD, f"127.0.0.1:{ports.ETCD_CLIENT}"),
+        ("kube-apiserver", kube.APISERVER, kube.server_url()),
+        ("kube-controller-manager", kube.KCM, f"127.0.0.1:{ports.CONTROLLER_MANAGER}"),
+        ("kube-scheduler", kube.SCHEDULER, f"127.0.0.1:{ports.SCHEDULER}"),
+    ]
+    down_count = 0
+    for label, name, where in rows:
+        pid = procs.running_pid(name)
+        down_count += pid is None
+        state = f"running (pid {pid})" if pid else "stopped"
+        click.echo(f"{label:<25} {state:<20} {where}   log: {procs.log_file(name)}")
+    click.echo(f"{'cache':<25} {paths.CACHE}")
+    sys.exit(1 if down_count else 0)
+
+
+if __name__ == "__main__":
+    main()

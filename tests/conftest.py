@@ -1,0 +1,138 @@
+"""Session fixtures that bring up (or reuse) the real local stack and isolate each test.
+
+Tests marked ``integration`` or ``e2e`` talk to a real Kafka broker and a real
+kube-apiserver on 127.0.0.1, started by ``dev/stack`` (dev/batondev). Each test gets its
+own topics and namespaces, named after the test, and they are deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from batondev import gobuild, kafka, stack
+from batondev import kube as kube_mod
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _up(*components: str) -> None:
+    try:
+        stack.up_components(list(components))
+    except Exception as exc:  # the message names the missing tool or busy port
+        pytest.fail(f"the local stack could not start {components}: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    """Bootstrap servers of the real broker (started by dev/stack if it is not running)."""
+    _up("kafka")
+    os.environ["BATON_KAFKA_BOOTSTRAP"] = kafka.bootstrap()
+    return kafka.bootstrap()
+
+
+@pytest.fixture(scope="session")
+def kafka_admin(kafka_bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": kafka_bootstrap})
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> str:
+    """A short name unique to this test run: test name + random suffix, valid for Kafka and k8s."""
+    base = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:30].strip("-")
+    return f"{base}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def new_topic(kafka_admin: AdminClient, unique_name: str) -> Iterator[Callable[..., str]]:
+    """Factory: ``new_topic(partitions=8, config=None, name=None)`` creates a topic, deleted after the test."""
+    created: list[str] = []
+
+    def make(partitions: int = 8, config: dict[str, str] | None = None, name: str | None = None) -> str:
+        topic = name or f"{unique_name}-t{len(created)}"
+        futures = kafka_admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})]
+        )
+        futures[topic].result(30)
+        created.append(topic)
+        return topic
+
+    yield make
+    if created:
+        for fut in kafka_admin.delete_topics(created).values():
+            with contextlib.suppress(KafkaException):  # already deleted by the test itself
+                fut.result(30)
+
+
+@dataclass(frozen=True)
+class Kube:
+    kubeconfig: Path
+    kubectl: Path
+    helm: Path
+    server: str
+
+
+@pytest.fixture(scope="session")
+def kube_stack() -> Kube:
+    """The real kube-apiserver (+ controller-manager, scheduler) and its admin kubeconfig."""
+    _up("kube", "helm")
+    os.environ["KUBECONFIG"] = str(kube_mod.kubeconfig())
+    bins = os.pathsep.join(str(p) for p in kube_mod.bin_dirs())
+    if bins not in os.environ.get("PATH", ""):
+        os.environ["PATH"] = bins + os.pathsep + os.environ.get("PATH", "")
+    return Kube(
+        kubeconfig=kube_mod.kubeconfig(),
+        kubectl=gobuild.kube_dir() / "bin" / "kubectl",
+        helm=gobuild.helm_dir() / "bin" / "helm",
+        server=kube_mod.server_url(),
+    )
+
+
+# `kube` is the short name other tests use
+@pytest.fixture(scope="session")
+def kube(kube_stack: Kube) -> Kube:
+    return kube_stack
+
+
+KubectlFn = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+@pytest.fixture
+def kubectl(kube: Kube) -> KubectlFn:
+    """Run the real kubectl: ``kubectl("get", "pods", "-n", ns, check=True, input=None)``."""
+
+    def run(
+        *args: str, check: bool = True, input: str | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(
+            [str(kube.kubectl), f"--kubeconfig={kube.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and out.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}"
+            )
+        return out
+
+    return run
+
+
+@pytest.fixture
+def namespace(kubectl: KubectlFn, unique_name: str) -> Iterator[str]:
+    """A fresh namespace for this test, deleted afterwards (without waiting for finalizers)."""
+    ns = unique_name[:50].strip("-")
+    kubectl("create", "namespace", ns)
+    yield ns
+    kubectl("delete", "namespace", ns, "--wait=false", check=False)
