@@ -37,10 +37,11 @@ class TimeWindows:
 
     def starts_for(self, timestamp_ms: int) -> list[int]:
         """Start times of every window containing ``timestamp_ms``, oldest first."""
+        # window starts are multiples of advance; [s, s+size) contains t iff t-size < s <= t
         last = timestamp_ms - timestamp_ms % self.advance_ms
-        first = max(0, last - self.size_ms + self.advance_ms)
-        # a window [s, s+size) contains t iff s <= t < s+size
-        return [s for s in range(first, last + 1, self.advance_ms) if s + self.size_ms > timestamp_ms]
+        lowest = timestamp_ms - self.size_ms + 1
+        first = max(0, -(-lowest // self.advance_ms) * self.advance_ms)
+        return list(range(first, last + 1, self.advance_ms))
 
 
 def tumbling(size: int | timedelta) -> TimeWindows:

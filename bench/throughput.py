@@ -1,0 +1,93 @@
+"""Throughput of the click counter: 1,000,000 events, one worker process, both guarantees.
+
+    python bench/throughput.py --bootstrap 127.0.0.1:9092 [--events 1000000] [--json bench/throughput.json]
+
+The clock runs from the first processed record to the last (scraped from the worker's
+``baton_records_consumed_total``), so process start, group join and topic creation are
+excluded; the end-to-end time is reported too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from baton.worker.testing import WorkerProcess, produce, wait_for
+
+EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "click_counter.py")
+
+
+def run_one(bootstrap: str, source: str, guarantee: str, events: int, workdir: Path) -> dict[str, float | str]:
+    sink = f"{source}-counts-{guarantee}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(sink, 8, 1)])[sink].result(30)
+    app = f"bench-{guarantee}-{uuid.uuid4().hex[:6]}"
+    worker = WorkerProcess(EXAMPLE, bootstrap=bootstrap, application_id=app, state_dir=workdir / app,
+                           log_path=workdir / f"{app}.log", guarantee=guarantee,
+                           env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink})
+    started = time.monotonic()
+    worker.start()
+    first = last = 0.0
+    try:
+        def progress() -> bool:
+            nonlocal first, last
+            done = worker.metric("baton_records_consumed_total")
+            now = time.monotonic()
+            if done > 0 and not first:
+                first = now
+            last = now
+            return done >= events
+
+        wait_for(progress, 600, f"{guarantee}: did not finish", interval=0.25)
+    finally:
+        code = worker.stop(60)
+    seconds = last - first
+    return {"guarantee": guarantee, "events": events, "seconds": round(seconds, 2),
+            "records_per_second": round(events / seconds), "end_to_end_seconds": round(last - started, 2),
+            "exit_code": code}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--users", type=int, default=10_000)
+    parser.add_argument("--json", type=Path, default=Path("bench/throughput.json"))
+    args = parser.parse_args()
+    source = f"bench-clicks-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    admin.create_topics([NewTopic(source, 8, 1)])[source].result(30)
+    rng = random.Random(1)
+    users = [f"user-{i}" for i in range(args.users)]
+    t0 = time.monotonic()
+
+    def events() -> object:
+        for i in range(args.events):
+            user = rng.choice(users)
+            yield user.encode(), orjson.dumps({"user_id": user, "timestamp": 1678886400 + i})
+
+    produce(args.bootstrap, source, events())  # type: ignore[arg-type]
+    print(f"produced {args.events:,} events in {time.monotonic() - t0:.1f}s")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for guarantee in ("at_least_once", "exactly_once_v2"):
+            results.append(run_one(args.bootstrap, source, guarantee, args.events, Path(tmp)))
+    print(f"{'guarantee':<18}{'events':>10}{'seconds':>10}{'records/s':>12}{'end-to-end s':>14}")
+    for r in results:
+        print(f"{r['guarantee']:<18}{r['events']:>10,}{r['seconds']:>10}{r['records_per_second']:>12,}"
+              f"{r['end_to_end_seconds']:>14}")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(orjson.dumps({"cpus": os.cpu_count(), "results": results},
+                                      option=orjson.OPT_INDENT_2).decode())
+
+
+if __name__ == "__main__":
+    main()

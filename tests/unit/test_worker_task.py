@@ -1,0 +1,196 @@
+"""A task processes records through the topology with plain stores and a recording send function."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from baton.worker import JSON, STR, Topology, tumbling
+from baton.worker.cache import MISSING, TaskStore
+from baton.worker.context import ORIGIN_HEADER, RecordContext, decode_origin
+from baton.worker.graph import StoreSpec
+from baton.worker.naming import TaskId, tasks_for
+from baton.worker.stores import MemoryStore
+from baton.worker.task import Message, Task
+
+pytestmark = pytest.mark.unit
+
+
+class Msg:
+    def __init__(self, topic: str, offset: int, key: bytes | None, value: bytes | None, ts: int = 0,
+                 headers: list[tuple[str, bytes]] | None = None) -> None:
+        self._t, self._o, self._k, self._v, self._ts, self._h = topic, offset, key, value, ts, headers
+
+    def topic(self) -> str | None:
+        return self._t
+
+    def partition(self) -> int | None:
+        return 0
+
+    def offset(self) -> int | None:
+        return self._o
+
+    def key(self) -> bytes | None:
+        return self._k
+
+    def value(self) -> bytes | None:
+        return self._v
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self._ts)
+
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return self._h
+
+
+class Sent(list[tuple[str, bytes | None, bytes | None, int | None, list[tuple[str, bytes]] | None]]):
+    def __call__(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, timestamp: int,
+                 headers: list[tuple[str, bytes]] | None) -> None:
+        self.append((topic, key, value, partition, headers))
+
+    def to(self, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+        return [(k, v) for t, k, v, _p, _h in self if t == topic]
+
+
+class Dead(list[tuple[str, int]]):
+    def __call__(self, error: BaseException, stage: str, msg: Message) -> None:
+        self.append((stage, msg.offset() or 0))
+
+
+def make_task(topology: Topology, caching: bool, sub: int = 0) -> tuple[Task, Sent, Dead, dict[str, MemoryStore]]:
+    built = topology.build()
+    s = built.subtopologies[sub]
+    stores = {n: MemoryStore() for n in [x.name for x in s.stores] + [t.store.name for t in s.tables]}
+    sent, dead = Sent(), Dead()
+
+    class Gate:
+        def allows(self, topic: str, partition: int, offset: int) -> bool:
+            return offset != 1  # a closed gate for one origin offset
+
+    task = Task(TaskId(sub, 0), s, "app", dict(stores), sent, Gate(), caching, dead)
+    return task, sent, dead, stores
+
+
+def counter() -> Topology:
+    t = Topology()
+    t.stream("clicks", key=STR, value=JSON).group_by_key().count(store="counts").to_stream().to("out")
+    return t
+
+
+def click(offset: int, user: str, value: Any = None) -> Msg:
+    raw = orjson.dumps(value if value is not None else {"user_id": user})
+    return Msg("clicks", offset, user.encode(), raw)
+
+
+def test_cache_collapses_updates_until_flush_and_commit_persists_with_checkpoint() -> None:
+    task, sent, _dead, stores = make_task(counter(), caching=True)
+    for i, user in enumerate(["a", "b", "a", "a"]):
+        task.process(click(i + 2, user))
+    assert sent == []  # nothing leaves before the flush
+    task.flush()
+    assert sent.to("app-counts-changelog") == [(b"a", b"3"), (b"b", b"1")]
+    assert sent.to("out") == [(b"a", b"3"), (b"b", b"1")]
+    assert stores["counts"].get(b"a") is None  # not persisted before the commit succeeds
+    assert task.commit_offsets() == {"clicks": 6}
+    task.committed_ok({("app-counts-changelog", 0): 42})
+    assert stores["counts"].get(b"a") == b"3" and stores["counts"].checkpoint() == 42
+    assert task.commit_offsets() == {}
+
+
+def test_without_cache_every_update_is_emitted_at_once() -> None:
+    task, sent, _dead, _stores = make_task(counter(), caching=False)
+    for i, user in enumerate(["a", "a", "b"]):
+        task.process(click(i + 2, user))
+    assert sent.to("out") == [(b"a", b"1"), (b"a", b"2"), (b"b", b"1")]
+
+
+def test_rewind_drops_uncommitted_state() -> None:
+    task, _sent, _dead, stores = make_task(counter(), caching=True)
+    task.committed = {"clicks": 0}
+    task.process(click(0, "a"))
+    task.flush()
+    task.committed_ok({})
+    task.process(click(2, "a"))
+    assert task.stores["counts"].get(b"a") == 2
+    assert task.rewind() == {"clicks": 1}
+    assert task.stores["counts"].get(b"a") == 1 and stores["counts"].get(b"a") == b"1"
+
+
+def test_bad_records_go_to_the_dead_letter_handler_and_processing_continues() -> None:
+    t = Topology()
+    (t.stream("clicks", key=STR, value=JSON).map_values(lambda v: 10 // v["n"]).group_by_key().count(store="c")
+        .to_stream().to("out"))
+    task, sent, dead, _stores = make_task(t, caching=False)
+    task.process(Msg("clicks", 5, b"a", b"{bad"))
+    task.process(Msg("clicks", 6, b"a", b'{"n": 0}'))
+    task.process(Msg("clicks", 7, b"a", b'{"n": 2}'))
+    assert dead == [("deserialize", 5), ("process", 6)]
+    assert sent.to("out") == [(b"a", b"1")]
+    assert task.positions == {"clicks": 8}
+
+
+def test_sink_gate_silences_sinks_but_not_changelogs() -> None:
+    task, sent, _dead, _stores = make_task(counter(), caching=False)
+    task.process(click(1, "a"))  # origin offset 1: gate closed
+    task.process(click(2, "a"))
+    assert sent.to("out") == [(b"a", b"2")]
+    assert sent.to("app-counts-changelog") == [(b"a", b"1"), (b"a", b"2")]
+
+
+def test_windowed_count_per_window() -> None:
+    t = Topology()
+    (t.stream("clicks", key=STR, value=JSON).group_by_key().windowed_by(tumbling(10)).count(store="w")
+        .to_stream().map(lambda w, n: (f"{w.key}@{w.start}", n)).to("out", key=STR))
+    task, sent, _dead, _stores = make_task(t, caching=True)
+    for offset, ts in enumerate([1, 5, 12, 9, 25]):
+        task.process(Msg("clicks", offset, b"a", b"{}", ts))
+    task.flush()
+    assert dict(sent.to("out")) == {b"a@0": b"3", b"a@10": b"1", b"a@20": b"1"}
+
+
+def test_stream_table_join_reads_the_table_store() -> None:
+    t = Topology()
+    users = t.table("users", key=STR, value=JSON, store="users")
+    stream = t.stream("clicks", key=STR, value=JSON)
+    stream.join(users, lambda c, u: {"n": c["n"], "name": u["name"]}).to("inner")
+    stream.left_join(users, lambda c, u: u).to("left")
+    task, sent, _dead, stores = make_task(t, caching=True)
+    stores["users"].write([(b"a", b'{"name": "Alice"}')], 1)
+    task.process(Msg("clicks", 0, b"a", b'{"n": 1}'))
+    task.process(Msg("clicks", 2, b"b", b'{"n": 2}'))
+    assert sent.to("inner") == [(b"a", b'{"n":1,"name":"Alice"}')]
+    assert sent.to("left") == [(b"a", b'{"name":"Alice"}'), (b"b", None)]
+
+
+def test_repartition_carries_the_origin_and_the_next_subtopology_reads_it() -> None:
+    t = Topology()
+    t.stream("orders", key=STR, value=JSON).group_by(lambda _k, v: v["c"], key=STR, name="by-c").count(store="n")
+    upstream, sent, _dead, _stores = make_task(t, caching=True, sub=0)
+    upstream.process(Msg("orders", 9, b"o1", b'{"c": "x"}'))
+    [(topic, key, value, _p, headers)] = sent
+    assert (topic, key) == ("app-by-c-repartition", b"x")
+    assert headers is not None and decode_origin(dict(headers)[ORIGIN_HEADER]) == ("orders", 0, 9)
+    downstream, sent2, _dead2, _stores2 = make_task(t, caching=False, sub=1)
+    downstream.process(Msg("app-by-c-repartition", 0, key, value, 0, headers))
+    assert downstream.ctx.origin_offset == 9
+    assert sent2.to("app-n-changelog") == [(b"x", b"1")]
+
+
+def test_task_store_reads_overlay_then_persistent() -> None:
+    persistent = MemoryStore()
+    persistent.write([(b"k", b"7")], 3)
+    sent = Sent()
+    store = TaskStore(StoreSpec("s", STR, JSON), persistent, "cl", 0, sent, RecordContext(), caching=True)
+    assert store.get(b"k") == 7 and store.get(b"zz") is MISSING
+    store.put(b"k", "k", 8)
+    assert store.get(b"k") == 8
+    store.discard()
+    assert store.get(b"k") == 7
+
+
+def test_tasks_group_partitions_by_subtopology() -> None:
+    tasks = tasks_for([("a", 1), ("b", 1), ("a", 0), ("r", 0)], {"a": 0, "b": 0, "r": 1})
+    assert tasks == {TaskId(0, 0): [("a", 0)], TaskId(0, 1): [("a", 1), ("b", 1)], TaskId(1, 0): [("r", 0)]}
+    assert str(TaskId(1, 3)) == "1_3" and TaskId.parse("1_3") == TaskId(1, 3)
