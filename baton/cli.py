@@ -18,7 +18,7 @@ _COMMANDS = {
     "run": "baton.worker.cli:run",
     "operator": "baton.operator.cli:operator",
     "render": "baton.operator.cli:render",
-    "flip": "baton.operator.cli:flip",
+    "flip": "baton.control.cli:flip",
     "status": "baton.operator.cli:status",
     "compact": "baton.compactor.cli:compact",
 }

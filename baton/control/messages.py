@@ -97,6 +97,8 @@ class Report:
     color: Color
     member: str
     positions: dict[TopicPartition, int]
+    # the topology's external source topics, so the coordinator knows every partition to wait for
+    sources: tuple[str, ...] = ()
 
     def key(self) -> bytes:
         return f"report/{self.epoch}/{self.color}/{self.member}".encode()
@@ -109,6 +111,7 @@ class Report:
                 "color": self.color,
                 "member": self.member,
                 "positions": _offsets_json(self.positions),
+                "sources": list(self.sources),
             }
         )
 
@@ -184,7 +187,13 @@ def decode(value: bytes) -> Message:
         if kind == "prepare":
             return Prepare(raw["epoch"], raw["to"], raw["deadline_ms"])
         if kind == "report":
-            return Report(raw["epoch"], raw["color"], raw["member"], _offsets_parse(raw["positions"]))
+            return Report(
+                raw["epoch"],
+                raw["color"],
+                raw["member"],
+                _offsets_parse(raw["positions"]),
+                tuple(raw.get("sources", ())),
+            )
         if kind == "commit":
             return Commit(_state(raw))
         if kind == "abort":
