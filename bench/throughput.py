@@ -18,7 +18,8 @@ import uuid
 from pathlib import Path
 
 import orjson
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from baton.worker.testing import WorkerProcess, produce, wait_for
 

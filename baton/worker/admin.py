@@ -11,7 +11,8 @@ import logging
 import time
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from baton.worker.graph import BuiltTopology, SinkNode, SubTopology, reachable
 from baton.worker.naming import changelog_topic, dlq_topic, internal_topic

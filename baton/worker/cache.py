@@ -40,7 +40,7 @@ class _Dirty:
 class TaskStore:
     """The store as processors see it: ``get``/``put`` of objects by serialized key."""
 
-    def __init__(self, spec: StoreSpec, persistent: KeyValueStore, changelog_topic: str, partition: int,
+    def __init__(self, *, spec: StoreSpec, persistent: KeyValueStore, changelog_topic: str, partition: int,
                  send: Send, ctx: RecordContext, caching: bool) -> None:
         self.spec = spec
         self.persistent = persistent

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from baton.worker.context import Headers
+
 HEADER_TOPIC = "baton.source.topic"
 HEADER_PARTITION = "baton.source.partition"
 HEADER_OFFSET = "baton.source.offset"
@@ -15,7 +17,7 @@ class RecordFailed(Exception):
     """Raised under the ``fail`` handler: the worker stops without committing the bad record."""
 
 
-def dlq_headers(topic: str, partition: int, offset: int, stage: str, error: BaseException) -> list[tuple[str, bytes]]:
+def dlq_headers(topic: str, partition: int, offset: int, stage: str, error: BaseException) -> Headers:
     text = f"{type(error).__name__}: {error}"[:_MAX_ERROR]
     return [
         (HEADER_TOPIC, topic.encode()),

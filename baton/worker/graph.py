@@ -134,20 +134,20 @@ class BuiltTopology:
     def describe(self) -> str:
         """A human-readable outline, like Kafka Streams' ``TopologyDescription``."""
         lines: list[str] = []
+
+        def walk(node: Node, depth: int, seen: set[int]) -> None:
+            if id(node) in seen:
+                return
+            seen.add(id(node))
+            lines.append("  " * depth + f"{type(node).__name__.removesuffix('Node')}: {node.name}")
+            for child in node.children:
+                walk(child, depth + 1, seen)
+
         for sub in self.subtopologies:
             lines.append(f"Sub-topology {sub.index}")
             seen: set[int] = set()
-
-            def walk(node: Node, depth: int) -> None:
-                if id(node) in seen:
-                    return
-                seen.add(id(node))
-                lines.append("  " * depth + f"{type(node).__name__.removesuffix('Node')}: {node.name}")
-                for child in node.children:
-                    walk(child, depth + 1)
-
             for src in sub.sources:
-                walk(src, 1)
+                walk(src, 1, seen)
         return "\n".join(lines)
 
 

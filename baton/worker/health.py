@@ -14,7 +14,7 @@ def serve(port: int, registry: CollectorRegistry, healthy: Callable[[], bool],
     """Start the server in a daemon thread; port 0 picks a free port (see ``server_address``)."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
                 self._reply(200, generate_latest(registry), CONTENT_TYPE_LATEST)
@@ -34,7 +34,7 @@ def serve(port: int, registry: CollectorRegistry, healthy: Callable[[], bool],
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - probes are not news
+        def log_message(self, format: str, *args: object) -> None:
             return
 
     server = ThreadingHTTPServer(("0.0.0.0", port), Handler)

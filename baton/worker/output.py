@@ -12,6 +12,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from baton.worker.context import Headers
+
 log = logging.getLogger(__name__)
 
 
@@ -49,13 +51,15 @@ class Output:
             return
         topic = msg.topic()
         if topic in self._changelogs:
-            tp = (topic, msg.partition())
-            offset = msg.offset()
+            partition, offset = msg.partition(), msg.offset()
+            assert topic is not None and partition is not None and offset is not None
+            tp = (topic, partition)
             if offset > self.changelog_offsets.get(tp, -1):
                 self.changelog_offsets[tp] = offset
 
-    def send(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, timestamp: int,
-             headers: list[tuple[str, bytes]] | None) -> None:
+    def send(  # noqa: PLR0917 - matches context.Send, the hot path
+        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, timestamp: int,
+             headers: Headers | None) -> None:
         producer = self.producer
         while True:
             try:

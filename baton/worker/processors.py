@@ -8,7 +8,7 @@ the ``Send`` function the runtime gives the task.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from baton.worker.cache import MISSING, TaskStore
@@ -107,7 +107,7 @@ class SinkProcessor(Processor):
 
     __slots__ = ("ctx", "gate", "internal", "key_serde", "send", "topic", "value_serde")
 
-    def __init__(self, topic: str, key_serde: Serde[Any], value_serde: Serde[Any], send: Send,
+    def __init__(self, *, topic: str, key_serde: Serde[Any], value_serde: Serde[Any], send: Send,
                  ctx: RecordContext, gate: SinkGate, internal: bool) -> None:
         super().__init__()
         self.topic = topic
@@ -191,7 +191,7 @@ def build_tree(
     send: Send,
     gate: SinkGate,
     stores: dict[str, TaskStore],
-    tables: dict[str, Callable[[bytes], bytes | None]],
+    tables: Mapping[str, Callable[[bytes], bytes | None]],
     topic_name: Callable[[str, bool], str],
     memo: dict[int, Processor],
 ) -> Processor:
@@ -214,8 +214,8 @@ def build_tree(
         elif isinstance(node, PeekNode):
             proc = PeekProcessor(node.fn)
         elif isinstance(node, SinkNode):
-            proc = SinkProcessor(topic_name(node.topic, node.internal), node.key_serde, node.value_serde, send, ctx,
-                                 gate, node.internal)
+            proc = SinkProcessor(topic=topic_name(node.topic, node.internal), key_serde=node.key_serde,
+                                 value_serde=node.value_serde, send=send, ctx=ctx, gate=gate, internal=node.internal)
         elif isinstance(node, AggregateNode):
             proc = AggregateProcessor(node, stores[node.store.name], ctx)
         elif isinstance(node, JoinNode):

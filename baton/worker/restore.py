@@ -159,21 +159,23 @@ class Restorer(threading.Thread):
         reached: dict[tuple[str, int], int] = {}
         eof: set[tuple[str, int]] = set()
         for msg in messages:
-            tp = (msg.topic(), msg.partition())
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            assert topic is not None and partition is not None and offset is not None
+            tp = (topic, partition)
             if tp not in self._jobs:
                 continue
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     eof.add(tp)
-                    reached[tp] = max(reached.get(tp, 0), msg.offset())
+                    reached[tp] = max(reached.get(tp, 0), offset)
                     continue
                 raise RuntimeError(f"restore of {tp} failed: {err}")
             key = msg.key()
             if key is None:
                 continue
             batches.setdefault(tp, []).append((key, msg.value()))
-            reached[tp] = max(reached.get(tp, 0), msg.offset() + 1)
+            reached[tp] = max(reached.get(tp, 0), offset + 1)
         for tp, offset in reached.items():
             job = self._jobs[tp]
             items = batches.get(tp, [])

@@ -66,7 +66,7 @@ class Worker:
         self.metrics = Metrics(self.app)
         self.topic_to_sub = source_topics(topology, self.app)
         self.tasks: dict[TaskId, Task] = {}
-        self.active: dict[tuple[str, int], Task] = {}
+        self.active: dict[tuple[str | None, int | None], Task] = {}  # confluent's Message may say None
         self._ready: queue.Queue[TaskRestore] = queue.Queue()
         self._restores: dict[TaskId, TaskRestore] = {}
         self._stop = threading.Event()
@@ -200,10 +200,11 @@ class Worker:
         while not self._stop.is_set():
             self._heartbeat = time.monotonic()
             messages = consume(num_messages=1000, timeout=0.05)
-            counts: dict[tuple[str, int], int] = {}
+            counts: dict[tuple[str | None, int | None], int] = {}
             for msg in messages:
-                if msg.error() is not None:
-                    self._consumer_error(msg.error())
+                err = msg.error()
+                if err is not None:
+                    self._consumer_error(err)
                     continue
                 tp = (msg.topic(), msg.partition())
                 task = active.get(tp)
@@ -250,6 +251,8 @@ class Worker:
 
     def _update_lag(self) -> None:
         for (topic, partition), task in self.active.items():
+            if topic is None or partition is None:
+                continue
             position = task.positions.get(topic)
             if position is None or position < 0:
                 continue
@@ -314,8 +317,8 @@ class Worker:
         sub = self.topology.subtopologies[task_id.subtopology]
         names = [s.name for s in sub.stores] + [t.store.name for t in sub.tables]
         stores = {name: self._open_store(task_id, name) for name in names}
-        task = Task(task_id, sub, self.app, stores, self.output.send, self.gate, self.config.write_cache,
-                    self._dead_letter)
+        task = Task(task_id, sub, application_id=self.app, stores=stores, send=self.output.send, gate=self.gate,
+                    caching=self.config.write_cache, dead_letter=self._dead_letter)
         self.tasks[task_id] = task
         jobs = [RestoreJob(task_id, s.name, changelog_topic(self.app, s.name), task_id.partition, stores[s.name])
                 for s in sub.stores]

@@ -121,6 +121,7 @@ class RocksDBStore(KeyValueStore):
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         for key, value in self._db.items():
+            assert isinstance(key, bytes) and isinstance(value, bytes)
             yield key, value
 
     def close(self) -> None:

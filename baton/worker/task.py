@@ -27,7 +27,7 @@ class Message(Protocol):
     def key(self) -> bytes | None: ...
     def value(self) -> bytes | None: ...
     def timestamp(self) -> tuple[int, int]: ...
-    def headers(self) -> list[tuple[str, bytes]] | None: ...
+    def headers(self) -> Any: ...
 
 
 # (error, stage, message): send to the DLQ, or raise RecordFailed under the fail handler
@@ -46,8 +46,9 @@ class _Source:
 
 
 class Task:
-    def __init__(self, task_id: TaskId, sub: SubTopology, application_id: str, stores: dict[str, KeyValueStore],
-                 send: Send, gate: SinkGate, caching: bool, dead_letter: DeadLetter) -> None:
+    def __init__(self, task_id: TaskId, sub: SubTopology, *, application_id: str,
+                 stores: dict[str, KeyValueStore], send: Send, gate: SinkGate, caching: bool,
+                 dead_letter: DeadLetter) -> None:
         self.id = task_id
         self.sub = sub
         self.partition = task_id.partition
@@ -55,8 +56,9 @@ class Task:
         self.ctx = RecordContext()
         self._dead_letter = dead_letter
         self.stores = {
-            spec.name: TaskStore(spec, stores[spec.name], changelog_topic(application_id, spec.name),
-                                 task_id.partition, send, self.ctx, caching)
+            spec.name: TaskStore(spec=spec, persistent=stores[spec.name],
+                                 changelog_topic=changelog_topic(application_id, spec.name),
+                                 partition=task_id.partition, send=send, ctx=self.ctx, caching=caching)
             for spec in sub.stores
         }
         for store in self.stores.values():
@@ -97,7 +99,7 @@ class Task:
         try:
             if source.internal:
                 for name, raw in msg.headers() or ():
-                    if name == ORIGIN_HEADER:
+                    if name == ORIGIN_HEADER and isinstance(raw, bytes):
                         ctx.origin_topic, ctx.origin_partition, ctx.origin_offset = decode_origin(raw)
             raw_key, raw_value = msg.key(), msg.value()
             try:
@@ -175,5 +177,5 @@ class _FlushedRecord:
     def timestamp(self) -> tuple[int, int]:
         return (0, self._ts)
 
-    def headers(self) -> list[tuple[str, bytes]] | None:
+    def headers(self) -> Any:
         return None

@@ -147,10 +147,10 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, by
                          "enable.idempotence": True})
     count = 0
     for record in records:
-        kwargs = {"timestamp": record[2]} if len(record) == 3 else {}
+        timestamp = record[2] if len(record) == 3 else 0
         while True:
             try:
-                producer.produce(topic, record[1], record[0], **kwargs)
+                producer.produce(topic, record[1], record[0], timestamp=timestamp)
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -185,7 +185,7 @@ def read_all(bootstrap: str, topic: str, *, committed_only: bool = True, start: 
                     raise RuntimeError(str(err))
                 eof.discard(msg.partition() or 0)
                 out.append(Record(msg.key(), msg.value(), msg.partition() or 0, msg.offset() or 0,
-                                  msg.timestamp()[1], {k: v for k, v in (msg.headers() or []) if v is not None}))
+                                  msg.timestamp()[1], _headers(msg.headers())))
         return out
     finally:
         consumer.close()
@@ -206,3 +206,9 @@ def latest_by_key(records: Iterable[Record]) -> dict[bytes | None, bytes | None]
     for r in records:
         out[r.key] = r.value
     return out
+
+
+def _headers(raw: object) -> dict[str, bytes]:
+    items = raw.items() if isinstance(raw, dict) else (raw or [])
+    assert isinstance(items, Iterable)
+    return {k: v.encode() if isinstance(v, str) else v for k, v in items if v is not None}

@@ -33,7 +33,7 @@ def _records(seed: int) -> tuple[list[tuple[bytes, bytes]], Counter[str]]:
     return out, expected
 
 
-def _run_with_kills(bootstrap: str, source: str, sink: str, app: str, tmp_path: Path, guarantee: str,
+def _run_with_kills(*, bootstrap: str, source: str, sink: str, app: str, tmp_path: Path, guarantee: str,
                     expected: Counter[str], records: list[tuple[bytes, bytes]]) -> dict[str, list[int]]:
     env = {"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink}
     workers = [
@@ -44,7 +44,13 @@ def _run_with_kills(bootstrap: str, source: str, sink: str, app: str, tmp_path: 
     ]
     # input keeps arriving while workers die: kills land mid-batch, mid-commit, mid-restore
     chunks = [records[i:i + 2000] for i in range(0, len(records), 2000)]
-    feeder = threading.Thread(target=lambda: [(produce(bootstrap, source, c), time.sleep(0.4)) for c in chunks])
+
+    def feed() -> None:
+        for chunk in chunks:
+            produce(bootstrap, source, chunk)
+            time.sleep(0.4)
+
+    feeder = threading.Thread(target=feed)
     feeder.start()
     rng = random.Random(7)
     kills = 0
@@ -83,8 +89,8 @@ def test_exactly_once_survives_sigkills(
     source = new_topic(8, name=f"{unique_name}-clicks")
     sink = new_topic(8, name=f"{unique_name}-counts")
     records, expected = _records(seed=3)
-    sequences = _run_with_kills(kafka_bootstrap, source, sink, unique_name, tmp_path, "exactly_once_v2",
-                                expected, records)
+    sequences = _run_with_kills(bootstrap=kafka_bootstrap, source=source, sink=sink, app=unique_name,
+                                tmp_path=tmp_path, guarantee="exactly_once_v2", expected=expected, records=records)
     assert {k: v[-1] for k, v in sequences.items()} == dict(expected)
     for user, counts in sequences.items():  # read_committed output: no count ever goes backwards
         assert counts == sorted(counts), f"{user} went backwards: {counts}"
@@ -96,7 +102,7 @@ def test_at_least_once_loses_nothing_under_sigkills(
     source = new_topic(8, name=f"{unique_name}-clicks")
     sink = new_topic(8, name=f"{unique_name}-counts")
     records, expected = _records(seed=4)
-    sequences = _run_with_kills(kafka_bootstrap, source, sink, unique_name, tmp_path, "at_least_once",
-                                expected, records)
+    sequences = _run_with_kills(bootstrap=kafka_bootstrap, source=source, sink=sink, app=unique_name,
+                                tmp_path=tmp_path, guarantee="at_least_once", expected=expected, records=records)
     final = {k: v[-1] for k, v in sequences.items()}
     assert all(final[user] >= n for user, n in expected.items())

@@ -41,7 +41,8 @@ def test_planned_topics_size_changelogs_and_repartitions_like_the_sources() -> N
     assert set(topics) == {"app-by-c-repartition", "app-n-changelog", "app-dlq"}
     assert topics["app-n-changelog"].num_partitions == 6
     assert topics["app-by-c-repartition"].num_partitions == 6
-    assert topics["app-n-changelog"].config["cleanup.policy"] == "compact"
+    config = topics["app-n-changelog"].config
+    assert config is not None and config["cleanup.policy"] == "compact"
     assert int(CHANGELOG_CONFIG["segment.ms"]) <= 3_600_000
 
 

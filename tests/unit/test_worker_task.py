@@ -9,7 +9,7 @@ import pytest
 
 from baton.worker import JSON, STR, Topology, tumbling
 from baton.worker.cache import MISSING, TaskStore
-from baton.worker.context import ORIGIN_HEADER, RecordContext, decode_origin
+from baton.worker.context import ORIGIN_HEADER, Headers, RecordContext, decode_origin
 from baton.worker.graph import StoreSpec
 from baton.worker.naming import TaskId, tasks_for
 from baton.worker.stores import MemoryStore
@@ -19,8 +19,9 @@ pytestmark = pytest.mark.unit
 
 
 class Msg:
-    def __init__(self, topic: str, offset: int, key: bytes | None, value: bytes | None, ts: int = 0,
-                 headers: list[tuple[str, bytes]] | None = None) -> None:
+    def __init__(  # noqa: PLR0917 - mirrors a Kafka record
+        self, topic: str, offset: int, key: bytes | None, value: bytes | None, ts: int = 0,
+                 headers: Headers | None = None) -> None:
         self._t, self._o, self._k, self._v, self._ts, self._h = topic, offset, key, value, ts, headers
 
     def topic(self) -> str | None:
@@ -41,13 +42,14 @@ class Msg:
     def timestamp(self) -> tuple[int, int]:
         return (1, self._ts)
 
-    def headers(self) -> list[tuple[str, bytes]] | None:
+    def headers(self) -> Headers | None:
         return self._h
 
 
-class Sent(list[tuple[str, bytes | None, bytes | None, int | None, list[tuple[str, bytes]] | None]]):
-    def __call__(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, timestamp: int,
-                 headers: list[tuple[str, bytes]] | None) -> None:
+class Sent(list[tuple[str, bytes | None, bytes | None, int | None, Headers | None]]):
+    def __call__(  # noqa: PLR0917 - implements context.Send
+        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, timestamp: int,
+                 headers: Headers | None) -> None:
         self.append((topic, key, value, partition, headers))
 
     def to(self, topic: str) -> list[tuple[bytes | None, bytes | None]]:
@@ -69,7 +71,8 @@ def make_task(topology: Topology, caching: bool, sub: int = 0) -> tuple[Task, Se
         def allows(self, topic: str, partition: int, offset: int) -> bool:
             return offset != 1  # a closed gate for one origin offset
 
-    task = Task(TaskId(sub, 0), s, "app", dict(stores), sent, Gate(), caching, dead)
+    task = Task(TaskId(sub, 0), s, application_id="app", stores=dict(stores), send=sent, gate=Gate(),
+                caching=caching, dead_letter=dead)
     return task, sent, dead, stores
 
 
@@ -171,7 +174,9 @@ def test_repartition_carries_the_origin_and_the_next_subtopology_reads_it() -> N
     upstream.process(Msg("orders", 9, b"o1", b'{"c": "x"}'))
     [(topic, key, value, _p, headers)] = sent
     assert (topic, key) == ("app-by-c-repartition", b"x")
-    assert headers is not None and decode_origin(dict(headers)[ORIGIN_HEADER]) == ("orders", 0, 9)
+    assert headers is not None
+    origin = dict(headers)[ORIGIN_HEADER]
+    assert isinstance(origin, bytes) and decode_origin(origin) == ("orders", 0, 9)
     downstream, sent2, _dead2, _stores2 = make_task(t, caching=False, sub=1)
     downstream.process(Msg("app-by-c-repartition", 0, key, value, 0, headers))
     assert downstream.ctx.origin_offset == 9
@@ -182,7 +187,8 @@ def test_task_store_reads_overlay_then_persistent() -> None:
     persistent = MemoryStore()
     persistent.write([(b"k", b"7")], 3)
     sent = Sent()
-    store = TaskStore(StoreSpec("s", STR, JSON), persistent, "cl", 0, sent, RecordContext(), caching=True)
+    store = TaskStore(spec=StoreSpec("s", STR, JSON), persistent=persistent, changelog_topic="cl", partition=0,
+                      send=sent, ctx=RecordContext(), caching=True)
     assert store.get(b"k") == 7 and store.get(b"zz") is MISSING
     store.put(b"k", "k", 8)
     assert store.get(b"k") == 8
