@@ -1,4 +1,5 @@
-"""`baton operator`, `baton render`, `baton status` and `baton flip` (loaded lazily by baton.cli)."""
+"""`baton operator`, `baton render` and `baton status` (loaded lazily by baton.cli; `baton flip` is
+baton.control's)."""
 
 from __future__ import annotations
 
@@ -150,11 +151,3 @@ def status(name: str, namespace: str) -> None:
         )
     ready: dict[str, Any] = next((c for c in st.get("conditions") or [] if c.get("type") == "Ready"), {})
     sys.exit(0 if ready.get("status") == "True" else 1)
-
-
-@click.command()
-@click.argument("name")
-@click.option("--to", "to_color", type=click.Choice(["blue", "green"]), required=True)
-def flip(name: str, to_color: str) -> None:
-    """Flip a StreamApp's output to the other color (not implemented yet: issue 6)."""
-    raise click.ClickException("baton flip is not implemented yet (issue 6: blue-green flips)")

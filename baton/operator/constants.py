@@ -13,7 +13,8 @@ PLURAL: Final = "streamapps"
 # Every object the operator writes goes through server-side apply with this one manager, so
 # `kubectl get -o yaml --show-managed-fields` tells which fields are the operator's.
 FIELD_MANAGER: Final = "baton-operator"
-FINALIZER: Final = "baton.dev/delete-topics"
+# kopf keeps it on every StreamApp (its timers need one; DeleteTopics runs before removal).
+FINALIZER: Final = "baton.dev/operator"
 
 Color = Literal["blue", "green"]
 COLORS: Final[tuple[Color, Color]] = ("blue", "green")

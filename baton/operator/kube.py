@@ -67,7 +67,8 @@ def with_retries(call: Callable[[], T], attempts: int = 5, delay: float = 0.2) -
         try:
             return call()
         except (ApiException, DynamicApiError) as exc:
-            if _status_of(exc) not in RETRIABLE or attempt == attempts - 1:
+            permanent = "convert" in _message_of(exc)
+            if _status_of(exc) not in RETRIABLE or permanent or attempt == attempts - 1:
                 raise
             time.sleep(delay * 2**attempt)
     raise AssertionError("unreachable")
@@ -111,9 +112,11 @@ class Kube:
         try:
             result = with_retries(lambda: resource.server_side_apply(body=obj, **kwargs))
         except (ApiException, DynamicApiError) as exc:
-            status = _status_of(exc)
-            if 400 <= status < 500 and status not in RETRIABLE:
-                raise RefusedError(obj, status, _message_of(exc)) from exc
+            status, message = _status_of(exc), _message_of(exc)
+            # The API server answers 500 for an object it cannot even convert (a bad quantity).
+            unconvertible = status == 500 and "convert" in message
+            if (400 <= status < 500 and status not in RETRIABLE) or unconvertible:
+                raise RefusedError(obj, status, message) from exc
             raise
         applied: dict[str, Any] = result.to_dict()
         return applied

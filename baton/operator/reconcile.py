@@ -29,6 +29,8 @@ EventSink = Callable[[dict[str, Any], str, str, str], None]
 
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
+# One AdminClient per app and Kafka config: each client owns threads and connections.
+_admins: dict[str, tuple[str, Any]] = {}
 
 
 def _lock(key: str) -> threading.Lock:
@@ -65,7 +67,13 @@ def _kafka_admin(kube: Kube, app: StreamApp) -> tuple[Any, str | None]:
                 f"the operator cannot read Secret {secret_ref.name}; "
                 "the workers create the internal topics themselves"
             )
-    return topics.new_admin(topics.admin_config(app, secret)), None
+    config = topics.admin_config(app, secret)
+    key, fingerprint = f"{app.namespace}/{app.name}", repr(sorted(config.items()))
+    with _locks_guard:
+        cached = _admins.get(key)
+        if cached is None or cached[0] != fingerprint:
+            _admins[key] = cached = (fingerprint, topics.new_admin(config))
+    return cached[1], None
 
 
 def _manage_topics(
@@ -108,19 +116,20 @@ def reconcile(kube: Kube, namespace: str, name: str, events: EventSink, kafka: b
         previous_status = body.get("status") or {}
         if not app.spec.paused:
             outcome.error = _apply_all(kube, app, body, events, outcome)
-        topic_status: dict[str, str] = {}
-        lag: dict[Color, int] = {}
-        if kafka and outcome.error is None:
-            topic_status, lag = _manage_topics(kube, app, body, events)
         observed = Observed(
             statefulsets=_observe(kube, app),
             active_color=previous_status.get("activeColor") or app.colors[0],
-            lag=lag,
             error=outcome.error,
-            topics=topic_status,
         )
         outcome.status = write_status(kube, app, body, observed, events)
-        return outcome
+    # Kafka may be slow or away: talk to it outside the lock, then fold the result into status.
+    if kafka and outcome.error is None and not app.spec.paused:
+        topic_status, lag = _manage_topics(kube, app, body, events)
+        outcome.status = (
+            refresh_status(kube, namespace, name, events, topic_status=topic_status, lag=lag)
+            or outcome.status
+        )
+    return outcome
 
 
 def _apply_all(
@@ -136,7 +145,7 @@ def _apply_all(
         for obj in objects:
             kube.apply(obj, dry_run=True)
     except RefusedError as exc:
-        events(body, "Warning", "SpecRefusedError", str(exc))
+        events(body, "Warning", "SpecRefused", str(exc))
         return str(exc)
     for obj in objects:
         before = kube.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], app.namespace)
@@ -177,8 +186,16 @@ def write_status(
     return status
 
 
-def refresh_status(kube: Kube, namespace: str, name: str, events: EventSink) -> dict[str, Any] | None:
-    """Status only (after a StatefulSet changed): cheap, no apply."""
+def refresh_status(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    events: EventSink,
+    *,
+    topic_status: dict[str, str] | None = None,
+    lag: dict[Color, int] | None = None,
+) -> dict[str, Any] | None:
+    """Status only (after a StatefulSet changed, or with news from Kafka): cheap, no apply."""
     with _lock(f"{namespace}/{name}"):
         body = kube.get(API_VERSION, KIND, name, namespace)
         if body is None or body["metadata"].get("deletionTimestamp"):
@@ -194,9 +211,15 @@ def refresh_status(kube: Kube, namespace: str, name: str, events: EventSink) -> 
             statefulsets=_observe(kube, app),
             active_color=previous.get("activeColor") or app.colors[0],
             error=error,
-            lag={c: v["lag"] for c, v in (previous.get("colors") or {}).items() if "lag" in v},
+            lag=lag if lag is not None else _previous_lag(previous),
+            topics=topic_status or {},
         )
         return write_status(kube, app, body, observed, events)
+
+
+def _previous_lag(status: dict[str, Any]) -> dict[Color, int]:
+    colors: dict[Color, dict[str, Any]] = status.get("colors") or {}
+    return {c: int(v["lag"]) for c, v in colors.items() if "lag" in v}
 
 
 def delete_topics(kube: Kube, body: dict[str, Any], events: EventSink) -> list[str]:

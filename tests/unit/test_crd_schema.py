@@ -10,7 +10,7 @@ import yaml
 from pydantic import BaseModel
 
 from baton.operator.spec import StreamAppSpec
-from tests.unit._operator_samples import CRD, EXAMPLE, crd, spec_schema
+from tests.unit.test_operator_samples import CRD, EXAMPLE, crd, spec_schema
 
 pytestmark = pytest.mark.unit
 

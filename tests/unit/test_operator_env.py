@@ -12,7 +12,7 @@ from baton.operator.builders.env import worker_env
 from baton.operator.builders.statefulset import statefulset
 from baton.operator.constants import STATE_DIR
 from baton.worker.config import ProcessingGuarantee, WorkerConfig, env_var
-from tests.unit._operator_samples import app
+from tests.unit.test_operator_samples import app
 
 pytestmark = pytest.mark.unit
 

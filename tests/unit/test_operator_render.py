@@ -7,7 +7,7 @@ import yaml
 from click.testing import CliRunner
 
 from baton.cli import main
-from tests.unit._operator_samples import EXAMPLE
+from tests.unit.test_operator_samples import EXAMPLE
 
 pytestmark = pytest.mark.unit
 
@@ -38,9 +38,3 @@ def test_render_refuses_a_bad_spec(tmp_path: pytest.TempPathFactory) -> None:
     result = CliRunner().invoke(main, ["render", str(bad)])
     assert result.exit_code != 0
     assert "replicas" in result.output
-
-
-def test_flip_says_it_is_not_implemented_yet() -> None:
-    result = CliRunner().invoke(main, ["flip", "click-counter", "--to", "green"])
-    assert result.exit_code != 0
-    assert "issue 6" in result.output

@@ -36,3 +36,9 @@ def crd() -> dict[str, Any]:
 def spec_schema() -> dict[str, Any]:
     schema: dict[str, Any] = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     return schema
+
+
+def test_the_example_parses_as_a_streamapp() -> None:
+    sample = StreamApp.from_body(example_body())
+    assert sample.application_id == "click-counter"
+    assert sample.control_topic == "click-counter-control"

@@ -9,7 +9,7 @@ import pytest
 
 from baton.operator.builders.statefulset import spec_hash
 from baton.operator.status import Observed, color_readiness, compute_status
-from tests.unit._operator_samples import app
+from tests.unit.test_operator_samples import app
 
 pytestmark = pytest.mark.unit
 

@@ -1,0 +1,191 @@
+"""The real kube-apiserver refuses bad StreamApps with messages that name the field and the rule."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.integration.test_operator_harness import KubectlFn, example_manifest, install_crds
+
+pytestmark = pytest.mark.integration
+
+
+def _spec(**changes: Any) -> dict[str, Any]:
+    return changes
+
+
+INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
+    (
+        "standby-not-below-replicas",
+        _spec(replicas=2, standbyReplicas=2),
+        ["spec.standbyReplicas", "must be less than spec.replicas"],
+    ),
+    ("topology-format", _spec(topology="clicks"), ["spec.topology", "must be module:attribute"]),
+    (
+        "guarantee-enum",
+        _spec(processingGuarantee="exactly_once"),
+        [
+            "spec.processingGuarantee",
+            'Unsupported value: "exactly_once"',
+            '"exactly_once_v2"',
+            '"at_least_once"',
+        ],
+    ),
+    (
+        "application-id-chars",
+        _spec(applicationId="click counter!"),
+        ["spec.applicationId", "must be a valid Kafka topic prefix"],
+    ),
+    (
+        "bootstrap-without-port",
+        _spec(kafka={"bootstrapServers": "kafka-0.kafka"}),
+        ["spec.kafka.bootstrapServers", "must be a comma-separated list of host:port"],
+    ),
+    (
+        "config-owned-by-baton",
+        _spec(config={"group.id": "mine"}),
+        ["spec.config", "must not set bootstrap.servers, group.id"],
+    ),
+    (
+        "config-key-format",
+        _spec(config={"FetchMinBytes": "1"}),
+        ["spec.config", "keys must be librdkafka setting names"],
+    ),
+    (
+        "reserved-env",
+        _spec(podTemplate={"env": [{"name": "BATON_APPLICATION_ID", "value": "x"}]}),
+        ["spec.podTemplate.env", "must not set BATON_* variables"],
+    ),
+    (
+        "reserved-label",
+        _spec(podTemplate={"labels": {"baton.dev/color": "red"}}),
+        ["spec.podTemplate.labels", "reserved prefixes"],
+    ),
+    (
+        "sasl-without-secret",
+        _spec(kafka={"bootstrapServers": "k:9093", "securityProtocol": "SASL_SSL"}),
+        ["spec.kafka.secretRef", "is required when spec.kafka.securityProtocol is SSL or SASL_*"],
+    ),
+    (
+        "rebuild-needs-blue-green",
+        _spec(upgrade={"strategy": "Rolling", "stateMigration": "Rebuild"}),
+        ["spec.upgrade.stateMigration", "needs spec.upgrade.strategy BlueGreen"],
+    ),
+    (
+        "promotion-window",
+        _spec(upgrade={"promotionStableSeconds": 120, "promotionTimeoutSeconds": 60}),
+        ["spec.upgrade.promotionStableSeconds", "must be less than spec.upgrade.promotionTimeoutSeconds"],
+    ),
+    ("negative-replicas", _spec(replicas=-1), ["spec.replicas", "should be greater than or equal to 0"]),
+    (
+        "state-size-quantity",
+        _spec(state={"size": "lots"}),
+        ["spec.state.size", "must be a quantity like 10Gi"],
+    ),
+    (
+        "cron-schedule",
+        _spec(compaction={"schedule": "daily"}),
+        ["spec.compaction.schedule", "must be a 5-field cron expression"],
+    ),
+    (
+        "replication-factor-zero",
+        _spec(kafka={"bootstrapServers": "k:9092", "replicationFactor": 0}),
+        ["spec.kafka.replicationFactor", "must be -1 (the broker's default) or at least 1"],
+    ),
+    (
+        "resource-quantity",
+        _spec(resources={"requests": {"cpu": "lots"}}),
+        ["spec.resources.requests", "must be quantities like 250m or 1Gi"],
+    ),
+    (
+        "deletion-policy-enum",
+        _spec(deletionPolicy="Delete"),
+        ["spec.deletionPolicy", 'Unsupported value: "Delete"'],
+    ),
+]
+
+
+@pytest.fixture
+def crds(kubectl: KubectlFn) -> None:
+    install_crds(kubectl)
+
+
+@pytest.mark.parametrize(("case", "spec", "expected"), INVALID, ids=[c[0] for c in INVALID])
+def test_invalid_spec_is_refused(  # noqa: PLR0917 (fixtures and parameters)
+    crds: None, kubectl: KubectlFn, namespace: str, case: str, spec: dict[str, Any], expected: list[str]
+) -> None:
+    body = example_manifest(namespace, **spec)
+    out = kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(body), check=False)
+    assert out.returncode != 0, f"{case} was accepted:\n{out.stdout}"
+    for text in expected:
+        assert text in out.stderr, f"{case}: {text!r} not in {out.stderr}"
+
+
+def test_long_name_is_refused(crds: None, kubectl: KubectlFn, namespace: str) -> None:
+    body = example_manifest(namespace)
+    body["metadata"]["name"] = "a" * 47
+    out = kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(body), check=False)
+    assert out.returncode != 0
+    assert "metadata.name must be at most 46 characters" in out.stderr
+
+
+def test_missing_required_fields(crds: None, kubectl: KubectlFn, namespace: str) -> None:
+    body = example_manifest(namespace)
+    del body["spec"]["image"], body["spec"]["kafka"]
+    out = kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(body), check=False)
+    assert out.returncode != 0
+    assert "spec.image: Required value" in out.stderr and "spec.kafka: Required value" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "change", "message"),
+    [
+        ("applicationId", {"applicationId": "other-id"}, "spec.applicationId is immutable"),
+        ("state", {"state": {"store": "rocksdb", "size": "20Gi"}}, "spec.state is immutable"),
+    ],
+)
+def test_immutable_fields(  # noqa: PLR0917 (fixtures and parameters)
+    crds: None, kubectl: KubectlFn, namespace: str, field: str, change: dict[str, Any], message: str
+) -> None:
+    kubectl("apply", "-f", "-", input=json.dumps(example_manifest(namespace)))
+    out = kubectl("apply", "-f", "-", input=json.dumps(example_manifest(namespace, **change)), check=False)
+    assert out.returncode != 0, f"changing {field} was accepted"
+    assert message in out.stderr
+
+
+def test_application_id_cannot_be_added_later(crds: None, kubectl: KubectlFn, namespace: str) -> None:
+    body = example_manifest(namespace)
+    del body["spec"]["applicationId"]
+    kubectl("create", "-f", "-", input=json.dumps(body))
+    out = kubectl(
+        "patch",
+        "sapp",
+        "click-counter",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        '{"spec": {"applicationId": "renamed"}}',
+        check=False,
+    )
+    assert out.returncode != 0
+    assert "spec.applicationId is immutable" in out.stderr
+
+
+def test_defaults_are_applied_and_explained(crds: None, kubectl: KubectlFn, namespace: str) -> None:
+    body = example_manifest(namespace)
+    for key in ("standbyReplicas", "processingGuarantee", "upgrade", "state"):
+        del body["spec"][key]
+    kubectl("create", "-f", "-", input=json.dumps(body))
+    spec = json.loads(kubectl("get", "sapp", "click-counter", "-n", namespace, "-o", "json").stdout)["spec"]
+    assert spec["standbyReplicas"] == 0
+    assert spec["processingGuarantee"] == "exactly_once_v2"
+    assert spec["upgrade"]["strategy"] == "BlueGreen" and spec["upgrade"]["promotionTimeoutSeconds"] == 1800
+    assert spec["state"] == {"store": "rocksdb", "size": "1Gi"}
+    assert spec["worker"]["metricsPort"] == 8080
+    explained = kubectl("explain", "sapp.spec.standbyReplicas").stdout
+    assert "num.standby.replicas" in explained
+    assert "sapp" in kubectl("api-resources", "--api-group=baton.dev").stdout
+    assert "streamapps" in kubectl("api-resources", "--categories=baton", "-o", "name").stdout
