@@ -1,0 +1,257 @@
+"""One compaction run: snapshot every changelog partition of the given application ids, then audit.
+
+Steps, in order:
+
+1. Take, per changelog partition, [first offset, last stable offset) at start; the group's
+   committed input positions before and after (the audit compares stores only when the
+   app did not move in between).
+2. Read those ranges with Spark's Kafka source and keep the latest value per key.
+3. Write a snapshot per partition that has changed since the newest one; keep the last N.
+4. Audit: changelog configs, per-partition statistics, blue versus green, stores versus a
+   recomputation from the input; write the report (JSON and Prometheus text) to the store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from baton.compactor import frames, recompute, retention
+from baton.compactor.audit import Divergence, Finding, config_findings, show
+from baton.compactor.kafka import Changelog, KafkaView
+from baton.compactor.latest import PartitionStats
+from baton.compactor.store import HadoopStore
+from baton.worker.snapshot import MANIFEST, end_of, partition_dir, snapshot_name
+
+log = logging.getLogger(__name__)
+
+REPORT_DIR = "_audit"
+
+
+@dataclass
+class JobConfig:
+    bootstrap: str
+    application_ids: list[str]
+    snapshot_store: str
+    keep: int = 3
+    topology: str | None = None  # enables the recomputation audit
+    kafka_config: dict[str, str] = field(default_factory=dict)  # librdkafka and Spark's kafka.* settings
+
+
+@dataclass
+class PartitionResult:
+    application_id: str
+    store: str
+    topic: str
+    partition: int
+    start_offset: int
+    end_offset: int
+    stats: PartitionStats
+    snapshot: str | None  # path of the snapshot covering end_offset (new or existing)
+    written: bool
+    deleted: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["stats"]["compaction_lag"] = self.stats.compaction_lag
+        return out
+
+
+def run(spark: Any, config: JobConfig) -> dict[str, Any]:
+    started = time.monotonic()
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    view = KafkaView(config.bootstrap, config.kafka_config)
+    store = HadoopStore(spark, config.snapshot_store)
+    changelogs = [c for app in config.application_ids for c in view.changelogs(app)]
+    before = {app: view.committed(app) for app in config.application_ids}
+    ranges = {c.topic: view.offsets(c.topic, c.partitions) for c in changelogs}
+    findings: list[Finding] = [f for c in changelogs for f in config_findings(c.topic, view.configs(c.topic))]
+    spark_kafka = {f"kafka.{k}": v for k, v in config.kafka_config.items()}
+
+    records = frames.read_kafka(spark, config.bootstrap, ranges, spark_kafka)
+    keys = frames.per_key(records).cache() if records is not None else None
+    stats = frames.stats(keys) if keys is not None else {}
+    results = _snapshots(spark, store, config, changelogs=changelogs, ranges=ranges, stats=stats, keys=keys,
+                         created=created)
+
+    after = {app: view.committed(app) for app in config.application_ids}
+    stable = {app: before[app] == after[app] for app in config.application_ids}
+    live = frames.live(keys) if keys is not None else None
+    audits: dict[str, Any] = {}
+    if config.topology and live is not None:
+        audits["recompute"] = _recompute_audit(spark, config, changelogs=changelogs, committed=before,
+                                               stable=stable, live=live, findings=findings)
+    if live is not None:
+        audits["colors"] = _color_audit(config, changelogs=changelogs, committed=before, stable=stable,
+                                         live=live, findings=findings)
+    if keys is not None:
+        keys.unpersist()
+
+    report = {
+        "created_at": created, "application_ids": config.application_ids,
+        "snapshot_store": config.snapshot_store, "seconds": round(time.monotonic() - started, 3),
+        "records_read": sum(r.stats.records for r in results),
+        "partitions": [r.to_json() for r in results],
+        "findings": [f.to_json() for f in findings],
+        "audits": audits,
+        "summary": _summary(results, findings),
+    }
+    _write_report(store, config, report)
+    return report
+
+
+def _snapshots(spark: Any, store: HadoopStore, config: JobConfig, *, changelogs: list[Changelog],
+               ranges: dict[str, dict[int, tuple[int, int]]], stats: dict[tuple[str, int], PartitionStats],
+               keys: Any, created: str) -> list[PartitionResult]:
+    """Write the snapshots that are new, apply retention; one result per changelog partition."""
+    results: list[PartitionResult] = []
+    stale: list[tuple[str, int]] = []
+    for c in changelogs:
+        for partition, (low, high) in sorted(ranges[c.topic].items()):
+            base = partition_dir(store.root, c.application_id, c.store, partition)
+            existing = {end: name for name in store.children(base)
+                        if (end := end_of(name)) is not None and store.exists(f"{base}/{name}/{MANIFEST}")}
+            path = f"{base}/{snapshot_name(high)}"
+            result = PartitionResult(c.application_id, c.store, c.topic, partition, low, high,
+                                     stats.get((c.topic, partition), PartitionStats()), path,
+                                     written=high not in existing)
+            results.append(result)
+            if result.written:
+                stale.append((c.topic, partition))
+    staging = f"{store.root}/_staging/{uuid.uuid4().hex}"
+    if stale and keys is not None:
+        from pyspark.sql import functions as F  # noqa: N812
+
+        wanted = spark.createDataFrame(stale, "topic string, partition int")
+        content = frames.live(keys).join(F.broadcast(wanted), ["topic", "partition"])
+        (content.repartition("topic", "partition").write
+         .option("compression", "gzip").option("parquet.enable.dictionary", "false")
+         .partitionBy("topic", "partition").parquet(staging))
+    for r in results:
+        if r.written:
+            assert r.snapshot is not None
+            source = f"{staging}/topic={r.topic}/partition={r.partition}"
+            if store.exists(source):
+                store.move(source, r.snapshot)
+            else:  # no live key: an empty snapshot still says "nothing below end_offset"
+                store.mkdirs(r.snapshot)
+            store.write_text(f"{r.snapshot}/{MANIFEST}", json.dumps({
+                "format": 1, "application_id": r.application_id, "store": r.store, "topic": r.topic,
+                "partition": r.partition, "start_offset": r.start_offset, "end_offset": r.end_offset,
+                "records": r.stats.live_keys, "changelog_records": r.stats.records, "created_at": created}))
+        base = partition_dir(store.root, r.application_id, r.store, r.partition)
+        ends = [e for name in store.children(base) if (e := end_of(name)) is not None]
+        r.deleted = retention.to_delete(ends, config.keep)
+        for end in r.deleted:
+            store.delete(f"{base}/{snapshot_name(end)}")
+    store.delete(staging)
+    return results
+
+
+def _recompute_audit(spark: Any, config: JobConfig, *, changelogs: list[Changelog],
+                     committed: dict[str, dict[tuple[str, int], int]], stable: dict[str, bool], live: Any,
+                     findings: list[Finding]) -> dict[str, Any]:
+    from baton.worker.loader import load
+
+    assert config.topology is not None
+    topology = load(config.topology)
+    plans, skipped = recompute.plans(topology)
+    out: dict[str, Any] = {"skipped": skipped, "apps": {}}
+    for app in config.application_ids:
+        if not stable[app]:
+            out["apps"][app] = {"compared": False, "reason": "the app committed new input positions during the run"}
+            continue
+        positions = committed[app]
+        app_topics = {c.topic for c in changelogs if c.application_id == app}
+        results = {}
+        for plan in plans:
+            ranges = {t: {p: (0, o) for (tt, p), o in positions.items() if tt == t} for t in plan.topics}
+            inputs = frames.read_kafka(spark, config.bootstrap, ranges,
+                                       {f"kafka.{k}": v for k, v in config.kafka_config.items()})
+            topics = [f"{app}-{s}-changelog" for s in plan.stores if f"{app}-{s}-changelog" in app_topics]
+            if inputs is None or not topics:
+                continue
+            expected = recompute.recompute(spark, inputs, config.topology, app, plan)
+            actual = live.where(live.topic.isin(topics))
+            counts, samples = frames.diff(expected, actual)
+            results[str(plan.subtopology)] = counts
+            if counts["compared"] and counts["missing"] + counts["unexpected"] + counts["different"]:
+                findings.append(_divergence("divergence-recompute", ",".join(topics), counts, samples,
+                                            f"{app}: the stores differ from a recomputation of the topology "
+                                            "from the input at the committed input position"))
+        out["apps"][app] = {"compared": True, "subtopologies": results}
+    return out
+
+
+def _color_audit(config: JobConfig, *, changelogs: list[Changelog], committed: dict[str, dict[tuple[str, int], int]],
+                 stable: dict[str, bool], live: Any, findings: list[Finding]) -> dict[str, Any]:
+    """Blue against green, store by store, when both colors stand at the same input position."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    out: dict[str, Any] = {}
+    for blue in config.application_ids:
+        if not blue.endswith("-blue"):
+            continue
+        base = blue.removesuffix("-blue")
+        green = base + "-green"
+        if green not in config.application_ids:
+            continue
+        external = {k: v for k, v in committed[blue].items() if not k[0].startswith(f"{blue}-")}
+        external_g = {k: v for k, v in committed[green].items() if not k[0].startswith(f"{green}-")}
+        if not (stable[blue] and stable[green]) or external != external_g:
+            out[base] = {"compared": False, "reason": "the colors are not at the same input position"}
+            continue
+        stores = sorted({c.store for c in changelogs if c.application_id == blue} &
+                        {c.store for c in changelogs if c.application_id == green})
+        result = {}
+        for s in stores:
+            def side(app: str, name: str = s) -> Any:
+                return (live.where(live.topic == f"{app}-{name}-changelog")
+                        .withColumn("topic", F.lit(name)))
+            counts, samples = frames.diff(side(blue), side(green))
+            result[s] = counts
+            if counts["missing"] + counts["unexpected"] + counts["different"]:
+                findings.append(_divergence("divergence-colors", s, counts, samples,
+                                            f"{base}: blue and green stores {s!r} differ at the same input position"))
+        out[base] = {"compared": True, "stores": result}
+    return out
+
+
+def _divergence(kind: str, topic: str, counts: dict[str, int], samples: list[Any], message: str) -> Finding:
+    divergence = Divergence(compared=counts["compared"])
+    for row in samples:
+        divergence.add(bytes(row["key"]), _bytes(row["expected"]), _bytes(row["actual"]))
+    divergence.missing, divergence.unexpected, divergence.different = (
+        counts["missing"], counts["unexpected"], counts["different"])
+    return Finding(kind, topic, message, details=divergence.to_json())
+
+
+def _bytes(raw: Any) -> bytes | None:
+    return None if raw is None else bytes(raw)
+
+
+def _summary(results: list[PartitionResult], findings: list[Finding]) -> dict[str, Any]:
+    """The short form for the StreamApp status and metrics."""
+    records = sum(r.stats.records for r in results)
+    live = sum(r.stats.live_keys for r in results)
+    return {"partitions": len(results), "snapshots_written": sum(r.written for r in results),
+            "records_read": records, "live_keys": live, "tombstones": sum(r.stats.tombstones for r in results),
+            "bytes": sum(r.stats.bytes for r in results), "compaction_lag": records - live,
+            "findings": len(findings), "finding_kinds": sorted({f.kind for f in findings})}
+
+
+def _write_report(store: HadoopStore, config: JobConfig, report: dict[str, Any]) -> None:
+    from baton.compactor.metrics import prometheus_text
+
+    body = json.dumps(report, indent=2, default=show)
+    stamp = report["created_at"].replace(":", "").replace("-", "")
+    for app in config.application_ids:
+        folder = f"{store.root}/{app}/{REPORT_DIR}"
+        store.write_text(f"{folder}/report-{stamp}.json", body)
+        store.write_text(f"{folder}/latest.json", body)
+        store.write_text(f"{folder}/metrics.prom", prometheus_text(report, app))

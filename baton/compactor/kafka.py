@@ -1,0 +1,86 @@
+"""What the job asks Kafka directly (not through Spark): topics, end offsets, configs, group offsets.
+
+End offsets are taken once, at start, with ``read_committed`` (the last stable offset):
+a snapshot then covers a fixed prefix of each changelog that holds no record of an open
+transaction, whatever the workers do while the job runs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+CHANGELOG_SUFFIX = "-changelog"
+
+
+@dataclass(frozen=True)
+class Changelog:
+    application_id: str
+    store: str
+    topic: str
+    partitions: int
+
+
+def store_of(application_id: str, topic: str) -> str | None:
+    """``<application.id>-<store>-changelog`` -> store, or None if the topic is not this app's changelog."""
+    prefix = application_id + "-"
+    if not (topic.startswith(prefix) and topic.endswith(CHANGELOG_SUFFIX)):
+        return None
+    store = topic[len(prefix):-len(CHANGELOG_SUFFIX)]
+    return store or None
+
+
+class KafkaView:
+    def __init__(self, bootstrap: str, extra: dict[str, Any] | None = None) -> None:
+        self.base = {"bootstrap.servers": bootstrap, **(extra or {})}
+        self.admin = AdminClient(self.base)
+
+    def changelogs(self, application_id: str) -> list[Changelog]:
+        """Every changelog topic of one application id (one color), found by name."""
+        meta = self.admin.list_topics(timeout=30)
+        out = []
+        for name, topic in sorted(meta.topics.items()):
+            store = store_of(application_id, name)
+            # "<app>-blue-x-changelog" is not a store "blue-x" of "<app>": colors are separate app ids
+            if store is None or store.startswith(("blue-", "green-")):
+                continue
+            out.append(Changelog(application_id, store, name, len(topic.partitions)))
+        return out
+
+    def offsets(self, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
+        """Partition -> (first offset, last stable offset)."""
+        consumer = self._consumer()
+        try:
+            return {p: tuple(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30))  # type: ignore[misc]
+                    for p in range(partitions)}
+        finally:
+            consumer.close()
+
+    def configs(self, topic: str) -> dict[str, str]:
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        result = self.admin.describe_configs([resource])[resource].result(30)
+        return {name: entry.value for name, entry in result.items() if entry.value is not None}
+
+    def committed(self, group: str) -> dict[tuple[str, int], int]:
+        """The input positions a consumer group (one color of an app) has committed, stable ones only."""
+        consumer = self._consumer(group)
+        try:
+            meta = self.admin.list_topics(timeout=30)
+            request = [ConsumerGroupTopicPartitions(group)]
+            listed = self.admin.list_consumer_group_offsets(request)[group].result(30)
+            tps = [TopicPartition(tp.topic, tp.partition) for tp in listed.topic_partitions
+                   if tp.topic in meta.topics]
+            if not tps:
+                return {}
+            return {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(tps, timeout=30)
+                    if tp.offset >= 0}
+        finally:
+            consumer.close()
+
+    def _consumer(self, group: str | None = None) -> Consumer:
+        return Consumer({**self.base, "group.id": group or f"baton-compact-{uuid.uuid4().hex}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})

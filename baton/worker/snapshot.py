@@ -1,0 +1,170 @@
+"""Changelog snapshots written by the compactor: the layout, and loading one into a store.
+
+A restore from scratch replays the whole changelog, including every update Kafka has
+not compacted yet (the active segment never is). The compactor (``baton compact``)
+writes, per changelog partition, the latest value of every key up to an offset; a task
+restoring from scratch bulk-loads the newest such snapshot, takes its offset as the
+store checkpoint, and replays only the changelog after it.
+
+Layout, shared with the compactor (this module is the single definition)::
+
+    <store-uri>/<application.id>/<store>/<partition>/snapshot-<end offset, 20 digits>/
+        part-*.parquet   columns key, value (binary); no tombstones
+        _baton.json      {"topic", "partition", "end_offset", "records", "created_at", ...}
+
+``end_offset`` is exclusive: the first changelog offset the snapshot does NOT cover. The
+manifest is written last, so a directory without one is an unfinished snapshot and is
+ignored. Workers have no Spark: Parquet is read with pyarrow when it is installed, else
+with ``parquet_plain`` (the uncompressed/gzip, plain-encoded subset the compactor writes).
+
+Only local paths (``/x`` or ``file:///x``, e.g. a shared volume) are read today; other
+URIs (s3a://, hdfs://) need a filesystem behind ``_local`` and are refused clearly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from baton.worker.stores import KeyValueStore
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "_baton.json"
+PREFIX = "snapshot-"
+BATCH = 10_000
+
+
+def partition_dir(root: str, application_id: str, store: str, partition: int) -> str:
+    return f"{root.rstrip('/')}/{application_id}/{store}/{partition}"
+
+
+def snapshot_name(end_offset: int) -> str:
+    return f"{PREFIX}{end_offset:020d}"
+
+
+def end_of(name: str) -> int | None:
+    """``snapshot-00000000000000001234`` -> 1234; None for anything else."""
+    if not name.startswith(PREFIX):
+        return None
+    digits = name[len(PREFIX):]
+    return int(digits) if digits.isdigit() else None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    path: Path
+    topic: str
+    partition: int
+    end_offset: int
+    records: int
+    manifest: dict[str, Any]
+
+
+def _local(root: str) -> Path:
+    parsed = urlparse(root)
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path if parsed.scheme else root)
+    raise ValueError(f"snapshot store {root!r}: only local paths are readable by workers for now")
+
+
+def snapshots(root: str, application_id: str, store: str, partition: int) -> list[Snapshot]:
+    """Complete snapshots of one changelog partition, newest first."""
+    base = _local(partition_dir(root, application_id, store, partition))
+    if not base.is_dir():
+        return []
+    out = []
+    for child in base.iterdir():
+        end = end_of(child.name)
+        manifest_path = child / MANIFEST
+        if end is None or not manifest_path.is_file():
+            continue
+        manifest = json.loads(manifest_path.read_text())
+        out.append(Snapshot(child, manifest["topic"], int(manifest["partition"]), int(manifest["end_offset"]),
+                            int(manifest["records"]), manifest))
+    return sorted(out, key=lambda s: s.end_offset, reverse=True)
+
+
+def newest(root: str, application_id: str, store: str, partition: int, *, low: int = 0,
+           high: int | None = None) -> Snapshot | None:
+    """The newest snapshot a restore can start from: its offset must lie within the changelog's [low, high].
+
+    A snapshot beyond ``high`` describes a changelog that was since recreated; one below
+    ``low`` would miss records that were deleted (a compacted changelog never moves
+    ``low`` past a live record, but a misconfigured one with retention does).
+    """
+    for snap in snapshots(root, application_id, store, partition):
+        if (high is None or snap.end_offset <= high) and snap.end_offset >= low:
+            return snap
+    return None
+
+
+def read(snap: Snapshot) -> Iterator[tuple[bytes, bytes]]:
+    """The (key, value) pairs of a snapshot, file by file."""
+    for part in sorted(snap.path.glob("*.parquet")):
+        yield from _read_parquet(part)
+
+
+def load_into(store: KeyValueStore, snap: Snapshot, batch: int = BATCH) -> int:
+    """Write a snapshot into an empty store; the checkpoint becomes its end offset, in the last batch.
+
+    Until that last batch the store has no checkpoint, so a crash midway makes the next
+    start load the snapshot again over a store that holds only snapshot keys: no harm.
+    """
+    items: list[tuple[bytes, bytes | None]] = []
+    count = 0
+    for pair in read(snap):
+        items.append(pair)
+        if len(items) >= batch:
+            store.write(items, None)
+            count += len(items)
+            items = []
+    store.write(items, snap.end_offset)
+    return count + len(items)
+
+
+def seeder(root: str, application_id: str, changelog: Callable[[str], str]) -> Callable[[Any, int, int], int | None]:
+    """For the restore thread: ``seed(job, low, high)`` loads the newest usable snapshot, returns its offset.
+
+    ``job`` is a ``restore.RestoreJob`` of a store with no checkpoint; jobs that do not read
+    the store's own changelog (tables read from a source topic) are left alone.
+    """
+
+    def seed(job: Any, low: int, high: int) -> int | None:
+        if job.topic != changelog(job.store_name):
+            return None
+        try:
+            snap = newest(root, application_id, job.store_name, job.partition, low=low, high=high)
+            if snap is None:
+                return None
+            loaded = load_into(job.store, snap)
+        except Exception:  # a bad snapshot must never stop a restore: the changelog alone is enough
+            log.exception("snapshot load failed; restoring from the changelog",
+                          extra={"store": job.store_name, "partition": job.partition})
+            job.store.wipe()
+            return None
+        log.info("store loaded from snapshot", extra={"task": str(job.task), "store": job.store_name,
+                                                       "snapshot": str(snap.path), "records": loaded,
+                                                       "end_offset": snap.end_offset})
+        return snap.end_offset
+
+    return seed
+
+
+def _read_parquet(path: Path) -> Iterator[tuple[bytes, bytes]]:
+    try:
+        import pyarrow.parquet as pq  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        from baton.worker import parquet_plain
+
+        yield from parquet_plain.read_pairs(path.read_bytes(), ("key", "value"))
+        return
+    table = pq.read_table(path, columns=["key", "value"])
+    for key, value in zip(table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True):
+        if key is not None and value is not None:
+            yield bytes(key), bytes(value)
