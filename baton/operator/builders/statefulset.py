@@ -146,10 +146,10 @@ def pod_template(app: StreamApp, color: Color) -> dict[str, Any]:
     if tpl.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s.name} for s in tpl.image_pull_secrets]
     labels = {**tpl.labels, **metadata(app, "", color)["labels"]}
-    return {
-        "metadata": {"labels": labels, "annotations": dict(tpl.annotations)},
-        "spec": pod_spec,
-    }
+    meta: dict[str, Any] = {"labels": labels}
+    if tpl.annotations:  # the API server drops an empty map; leave it out to compare equal
+        meta["annotations"] = dict(tpl.annotations)
+    return {"metadata": meta, "spec": pod_spec}
 
 
 def volume_claim_templates(app: StreamApp) -> list[dict[str, Any]]:

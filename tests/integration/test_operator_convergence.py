@@ -1,0 +1,220 @@
+"""Convergence: idempotent re-apply, a kill mid-reconcile, drift repair, leader election.
+
+All with real `baton operator` processes against the real API server.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from baton.operator.builders import desired_objects
+from baton.operator.spec import StreamApp
+from tests.integration.test_operator_harness import (
+    KubectlFn,
+    OperatorProcess,
+    apply,
+    contains,
+    example_manifest,
+    get_json,
+    install_crds,
+    operators,
+    try_get_json,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+OBJECTS = [
+    ("serviceaccount", "click-counter-worker"),
+    *[(kind, f"click-counter-{c}") for c in ("blue", "green") for kind in ("service", "pdb", "statefulset")],
+]
+
+
+@pytest.fixture
+def operator(
+    kube: Any, kubectl: KubectlFn, namespace: str, tmp_path: Path
+) -> Iterator[Callable[..., OperatorProcess]]:
+    install_crds(kubectl)
+    yield from operators(
+        tmp_path,
+        namespace,
+        kube.kubeconfig,
+        lambda: kubectl("delete", "sapp", "--all", "-n", namespace, "--timeout=30s", check=False),
+    )
+
+
+def _versions(kubectl: KubectlFn, namespace: str) -> dict[str, str]:
+    return {
+        f"{kind}/{name}": get_json(kubectl, kind, name, "-n", namespace)["metadata"]["resourceVersion"]
+        for kind, name in OBJECTS
+    }
+
+
+def _drift(kubectl: KubectlFn, namespace: str) -> list[str]:
+    """Differences between the live objects and what the builders want for the live StreamApp."""
+    sapp = get_json(kubectl, "sapp", "click-counter", "-n", namespace)
+    problems: list[str] = []
+    for obj in desired_objects(StreamApp.from_body(sapp)):
+        live = try_get_json(kubectl, obj["kind"].lower(), obj["metadata"]["name"], "-n", namespace)
+        if live is None:
+            problems.append(f"{obj['kind']}/{obj['metadata']['name']} missing")
+            continue
+        desired = {k: v for k, v in obj.items() if k != "spec"}
+        if "spec" in obj:
+            desired["spec"] = obj["spec"]
+        problems += [f"{obj['kind']}: {d}" for d in contains(live, desired)]
+    return problems
+
+
+_last_drift: list[str] = []
+
+
+def _converged(kubectl: KubectlFn, namespace: str) -> bool:
+    sapp = try_get_json(kubectl, "sapp", "click-counter", "-n", namespace) or {}
+    current = sapp.get("status", {}).get("observedGeneration") == sapp.get("metadata", {}).get("generation")
+    _last_drift[:] = _drift(kubectl, namespace) if current else ["status not current"]
+    return not _last_drift
+
+
+def _wait_converged(kubectl: KubectlFn, namespace: str, what: str) -> None:
+    try:
+        wait_for(what, lambda: _converged(kubectl, namespace), timeout=60)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; drift: {_last_drift}") from None
+
+
+def test_idempotent_and_converges_after_a_kill(
+    operator: Callable[..., OperatorProcess], kubectl: KubectlFn, namespace: str
+) -> None:
+    first = operator("--no-kafka", name="first")
+    apply(kubectl, example_manifest(namespace))
+    _wait_converged(kubectl, namespace, "objects match the spec")
+
+    # Re-reconciling an unchanged spec writes nothing.
+    before = _versions(kubectl, namespace)
+    handled = first.count(r"Handler 'on_change' succeeded")
+    kubectl("annotate", "sapp", "click-counter", "-n", namespace, "example.com/touched=1")
+    first.wait_log(r"Handler 'on_change' succeeded", after=handled)
+    assert _versions(kubectl, namespace) == before
+
+    # A spec change, with the operator killed while it is reconciling it.
+    apply(kubectl, example_manifest(namespace, image="ghcr.io/baton-dev/baton:0.2.0", replicas=4))
+    time.sleep(0.3)
+    first.kill(signal.SIGKILL)
+    second = operator("--no-kafka", name="second")
+    _wait_converged(kubectl, namespace, "objects match the new spec")
+    for color in ("blue", "green"):
+        sts = get_json(kubectl, "statefulset", f"click-counter-{color}", "-n", namespace)
+        assert sts["spec"]["replicas"] == 4
+        assert sts["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/baton-dev/baton:0.2.0"
+
+    # A deleted StatefulSet comes back (its watch event triggers a reconcile).
+    uid = get_json(kubectl, "statefulset", "click-counter-green", "-n", namespace)["metadata"]["uid"]
+    kubectl("delete", "statefulset", "click-counter-green", "-n", namespace, "--cascade=orphan")
+    wait_for(
+        "green recreated",
+        lambda: (
+            (try_get_json(kubectl, "statefulset", "click-counter-green", "-n", namespace) or {})
+            .get("metadata", {})
+            .get("uid", uid)
+            != uid
+        ),
+        timeout=30,
+    )
+    assert second.proc.poll() is None
+    events = kubectl("get", "events", "-n", namespace, "--field-selector", "reason=Updated").stdout
+    assert "StatefulSet/click-counter-blue" in events
+
+
+def test_strategy_change_prunes_the_other_color(
+    operator: Callable[..., OperatorProcess], kubectl: KubectlFn, namespace: str
+) -> None:
+    operator("--no-kafka")
+    apply(kubectl, example_manifest(namespace))
+    wait_for(
+        "green exists", lambda: try_get_json(kubectl, "statefulset", "click-counter-green", "-n", namespace)
+    )
+    apply(kubectl, example_manifest(namespace, upgrade={"strategy": "Rolling"}))
+    for kind in ("statefulset", "service", "pdb"):
+        wait_for(
+            f"{kind} green pruned",
+            lambda k=kind: try_get_json(kubectl, k, "click-counter-green", "-n", namespace) is None,  # type: ignore[misc]
+            timeout=30,
+        )
+    blue = get_json(kubectl, "statefulset", "click-counter-blue", "-n", namespace)
+    env = {e["name"] for e in blue["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert "BATON_COLOR" not in env
+    status = get_json(kubectl, "sapp", "click-counter", "-n", namespace)["status"]
+    wait_for(
+        "status has one color",
+        lambda: (
+            set(get_json(kubectl, "sapp", "click-counter", "-n", namespace)["status"]["colors"]) == {"blue"}
+        ),
+    )
+    assert status["activeColor"] == "blue"
+
+
+def test_two_operators_one_acts_and_hands_over(
+    operator: Callable[..., OperatorProcess], kubectl: KubectlFn, namespace: str
+) -> None:
+    a = operator("--no-kafka", name="a")
+    b = operator("--no-kafka", name="b")
+    # kopf starts paused until the peering says it is the highest live priority; a newcomer with
+    # a higher priority pauses the current leader. Wait until both are in the peering, then settle.
+    active = r"Resuming operations after the pause"
+    wait_for(
+        "both operators in the peering",
+        lambda: (
+            len(
+                (try_get_json(kubectl, "kopfpeering", "baton-operator", "-n", namespace) or {}).get(
+                    "status", {}
+                )
+            )
+            == 2
+        ),
+    )
+
+    def leader_and_follower() -> tuple[OperatorProcess, OperatorProcess] | None:
+        acting = [
+            op
+            for op in (a, b)
+            if re.findall(r"(Resuming|Pausing) operations", op.text())[-1:] == ["Resuming"]
+        ]
+        return (acting[0], b if acting[0] is a else a) if len(acting) == 1 else None
+
+    time.sleep(1.5)
+    leader, follower = wait_for("exactly one operator active", leader_and_follower, timeout=30)
+
+    apply(kubectl, example_manifest(namespace))
+    _wait_converged(kubectl, namespace, "objects match the spec")
+    leader.wait_log(r"Handler 'on_change' succeeded", timeout=10)
+    assert follower.count(r"Handler 'on_change'") == 0
+    assert leader_and_follower() == (leader, follower)
+    peering = get_json(kubectl, "kopfpeering", "baton-operator", "-n", namespace)
+    assert len(peering.get("status", {})) == 2
+
+    leader.kill(signal.SIGKILL)  # no goodbye: the follower waits out the peering lifetime
+    apply(kubectl, example_manifest(namespace, replicas=2))
+    follower.wait_log(r"Resuming operations after the pause", timeout=40)
+    wait_for(
+        "follower applies the change",
+        lambda: (
+            get_json(kubectl, "statefulset", "click-counter-blue", "-n", namespace)["spec"]["replicas"] == 2
+        ),
+        timeout=40,
+    )
+    follower.wait_log(r"Handler 'on_change' succeeded", timeout=10)
+    assert (
+        json.loads(kubectl("get", "sapp", "click-counter", "-n", namespace, "-o", "json").stdout)["spec"][
+            "replicas"
+        ]
+        == 2
+    )
