@@ -37,10 +37,13 @@ class FlipAttempt:
     positions: dict[Color, dict[TopicPartition, int]] = field(
         default_factory=lambda: {"blue": {}, "green": {}}
     )
+    refusal: str = ""
 
     def on_report(self, report: Report) -> None:
         if report.epoch != self.prepare.epoch:
             return
+        if report.refusal and not self.refusal:
+            self.refusal = f"{report.color} worker {report.member} refuses the flip: {report.refusal}"
         mine = self.positions[report.color]
         for tp, pos in report.positions.items():
             # a partition that moved between members mid-flip is reported twice; the later
@@ -51,6 +54,8 @@ class FlipAttempt:
         return {c: sorted(self.partitions - self.positions[c].keys()) for c in ("blue", "green")}
 
     def decision(self, now_ms: int) -> Commit | Abort | None:
+        if self.refusal:
+            return Abort(self.prepare.epoch, self.refusal)
         missing = self.missing()
         if not missing["blue"] and not missing["green"]:
             if now_ms > self.prepare.deadline_ms:

@@ -99,6 +99,8 @@ class Report:
     positions: dict[TopicPartition, int]
     # the topology's external source topics, so the coordinator knows every partition to wait for
     sources: tuple[str, ...] = ()
+    # non-empty when this worker cannot take part in an exact flip (the coordinator aborts with it)
+    refusal: str = ""
 
     def key(self) -> bytes:
         return f"report/{self.epoch}/{self.color}/{self.member}".encode()
@@ -112,6 +114,7 @@ class Report:
                 "member": self.member,
                 "positions": _offsets_json(self.positions),
                 "sources": list(self.sources),
+                "refusal": self.refusal,
             }
         )
 
@@ -193,6 +196,7 @@ def decode(value: bytes) -> Message:
                 raw["member"],
                 _offsets_parse(raw["positions"]),
                 tuple(raw.get("sources", ())),
+                raw.get("refusal", ""),
             )
         if kind == "commit":
             return Commit(_state(raw))

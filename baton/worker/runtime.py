@@ -27,7 +27,9 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from baton.worker import admin, health
+from baton.control.messages import Color
+from baton.worker import admin, health, snapshot
+from baton.worker.bluegreen import BlueGreen
 from baton.worker.commit import AtLeastOnce, ExactlyOnce, Guarantee
 from baton.worker.config import ErrorHandler, ProcessingGuarantee, StoreKind, WorkerConfig
 from baton.worker.context import OpenGate, SinkGate
@@ -36,7 +38,7 @@ from baton.worker.graph import BuiltTopology
 from baton.worker.metrics import Metrics
 from baton.worker.naming import TaskId, changelog_topic, dlq_topic, source_topics, tasks_for
 from baton.worker.output import Output
-from baton.worker.restore import RestoreJob, Restorer, TaskRestore
+from baton.worker.restore import RestoreJob, Restorer, Seed, TaskRestore
 from baton.worker.stores import KeyValueStore, MemoryStore, RocksDBStore
 from baton.worker.task import Message, Task
 
@@ -60,6 +62,11 @@ class Worker:
         self.config = config
         self.topology = topology
         self.gate: SinkGate = gate or OpenGate()
+        self.bluegreen: BlueGreen | None = None  # set in run() when the worker has a color
+        self._flip_paused = False
+        self._reported: tuple[int, int] | None = None  # (epoch, assignment version) last reported
+        self._assignment_version = 0
+        self._held: set[tuple[str, int]] = set()  # new active waiting for the old one's drain
         self.app = config.application_id
         self.eos = config.processing_guarantee is ProcessingGuarantee.EXACTLY_ONCE_V2
         self.app_dir = config.state_dir / self.app
@@ -120,6 +127,8 @@ class Worker:
         self.http_port = server.server_address[1]
         log.info("http listening", extra={"port": self.http_port})
         self._create_topics()
+        if self.config.color is not None:
+            self._start_bluegreen()
         changelogs = {changelog_topic(self.app, s.name) for s in self.topology.stores()}
         self.output = Output(self._producer_config(), changelogs)
         self.consumer = Consumer(self._consumer_config())
@@ -127,7 +136,7 @@ class Worker:
         self.guarantee.start()
         restore_conf = {k: v for k, v in self._consumer_config().items()
                         if k not in ("group.instance.id", "partition.assignment.strategy")}
-        self.restorer = Restorer(restore_conf, self._restore_progress)
+        self.restorer = Restorer(restore_conf, self._restore_progress, seed=self._snapshot_seed())
         self.restorer.start()
         self.consumer.subscribe(sorted(self.topic_to_sub), on_assign=self._on_assign,
                                 on_revoke=self._on_revoke, on_lost=self._on_lost)
@@ -144,6 +153,12 @@ class Worker:
             self._shutdown()
             server.shutdown()
         return code
+
+    def _snapshot_seed(self) -> Seed | None:
+        """Stores restoring from scratch start from the compactor's newest snapshot, if configured."""
+        if not self.config.snapshot_store:
+            return None
+        return snapshot.seeder(self.config.snapshot_store, self.app, lambda store: changelog_topic(self.app, store))
 
     def _install_signals(self) -> None:
         def stop(signum: int, _frame: FrameType | None) -> None:
@@ -168,6 +183,76 @@ class Worker:
         admin.ensure_topics(client, admin.planned_topics(self.topology, self.app, counts,
                                                          self.config.replication_factor))
 
+    def _start_bluegreen(self) -> None:
+        color: Color = "green" if self.config.color == "green" else "blue"
+        control = self.config.control_topic or f"{self.app.removesuffix('-' + color)}-control"
+        extra = {k: v for k, v in self.config.kafka_config.items() if not k.startswith(("consumer.", "producer."))
+                 and k not in _CONSUMER_ONLY}
+        self.bluegreen = BlueGreen(self.config.bootstrap_servers, control, color, self._ident, extra)
+        self.bluegreen.start()
+        self.gate = self.bluegreen
+
+    def _external_sources(self) -> list[str]:
+        """Source topics whose offsets mean the same in both colors (not this color's repartition topics)."""
+        internal = {f"{self.app}-{t}" for t in self.topology.repartition_topics}
+        return sorted(t for t in self.topic_to_sub if t not in internal)
+
+    def _flip_step(self) -> None:
+        """Follow the control topic: pause and report on a prepare, resume when it is decided."""
+        bg = self.bluegreen
+        assert bg is not None
+        bg.poll()
+        prepare = bg.pending_prepare()
+        if prepare is None:
+            if self._flip_paused:
+                self._flip_paused = False
+                log.info("flip over, resumed", extra={"epoch": bg.gate.state.epoch, "active": bg.gate.state.active})
+            return
+        if self._reported == (prepare.epoch, self._assignment_version):
+            return
+        # Commit what was processed, so the reported positions are committed positions. The pause
+        # itself is "stop calling consume()", not consumer.pause(): librdkafka drops its prefetched
+        # records on pause and refetches only ~0.5-0.7 s after resume, which would add that to every
+        # flip. Heartbeats go on in librdkafka's own thread; the pause is far below max.poll.interval.ms.
+        self._commit()
+        self._flip_paused = True
+        sources = self._external_sources()
+        positions: dict[tuple[str, int], int] = {}
+        for task in self.tasks.values():
+            for topic in sources:
+                if topic in task.positions:
+                    positions[(topic, task.partition)] = self._real_offset(topic, task.partition,
+                                                                           task.positions[topic])
+        refusal = ("its topology repartitions (group_by/selectKey before an aggregation): flips of such "
+                   "topologies are not exact yet") if self.topology.repartition_topics else ""
+        bg.report(prepare.epoch, positions, sources, refusal)
+        self._reported = (prepare.epoch, self._assignment_version)
+
+    def _real_offset(self, topic: str, partition: int, position: int) -> int:
+        """A logical start offset (no commit yet: 'beginning') as the partition's first offset."""
+        if position >= 0:
+            return position
+        low, _high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        return int(low)
+
+    def _hold(self, topic: str, partition: int, offset: int) -> None:
+        """New active reached a pending cut first: wait there until the old active has drained."""
+        tp = TopicPartition(topic, partition, offset)
+        self.consumer.pause([tp])
+        self.consumer.seek(tp)
+        self._held.add((topic, partition))
+        log.info("holding at the cut until the old active drains",
+                 extra={"topic": topic, "partition": partition, "offset": offset})
+
+    def _release_held(self) -> None:
+        bg = self.bluegreen
+        assert bg is not None
+        for tp in [tp for tp in self._held if not bg.still_held(tp)]:
+            self._held.discard(tp)
+            if tp in self.active:
+                self.consumer.resume([TopicPartition(*tp)])
+            log.info("old active drained, emitting", extra={"topic": tp[0], "partition": tp[1]})
+
     def _shutdown(self) -> None:
         grace = self.config.shutdown_grace_seconds
         watchdog = threading.Timer(grace, _hard_exit, args=(grace,))
@@ -187,6 +272,8 @@ class Worker:
         finally:
             self.restorer.stop()
             self.restorer.join(5)
+            if self.bluegreen is not None:
+                self.bluegreen.close()
             watchdog.cancel()
             log.info("worker stopped", extra={"produced": self.output.sent})
 
@@ -197,8 +284,18 @@ class Worker:
         consume = self.consumer.consume
         active = self.active
         metrics_in = self.metrics.records_in
+        bg = self.bluegreen
+        held = self._held
         while not self._stop.is_set():
             self._heartbeat = time.monotonic()
+            if bg is not None:
+                self._flip_step()
+                if held:
+                    self._release_held()
+                if self._flip_paused:
+                    bg.wait(0.01)  # paused for a flip: only the control topic moves
+                    continue
+            holding = bg is not None and bg.holding()
             messages = consume(num_messages=1000, timeout=0.05)
             counts: dict[tuple[str | None, int | None], int] = {}
             for msg in messages:
@@ -208,8 +305,14 @@ class Worker:
                     continue
                 tp = (msg.topic(), msg.partition())
                 task = active.get(tp)
-                if task is None:  # revoked within this poll, or not restored yet
+                if task is None or tp in held:  # revoked within this poll, not restored yet, or held
                     continue
+                if holding:
+                    assert bg is not None
+                    at = (msg.topic() or "", msg.partition() or 0)
+                    if bg.held(at, msg.offset() or 0):
+                        self._hold(at[0], at[1], msg.offset() or 0)
+                        continue
                 task.process(msg)
                 counts[tp] = counts.get(tp, 0) + 1
             for (topic, partition), n in counts.items():
@@ -233,12 +336,27 @@ class Worker:
         if not any(t.processed_since_commit for t in tasks) and not self.output.changelog_offsets:
             return
         started = time.monotonic()
+        drains = self._drains_due(tasks)
+        if drains and self.eos:  # in the same transaction as the last outputs below the cut
+            for key, value in drains:
+                self.output.send(self.bluegreen.topic, key, value, 0, int(time.time() * 1000), None)  # type: ignore[union-attr]
         ok = self.guarantee.commit(tasks)
         self.metrics.commit_latency.observe(time.monotonic() - started)
         if not ok:
             self.metrics.commit_failures.inc()
             self._rewind(tasks)
+        elif drains:
+            assert self.bluegreen is not None
+            if not self.eos:
+                self.bluegreen.write_now(drains)
+            self.bluegreen.drains_committed(drains)
         self._update_lag()
+
+    def _drains_due(self, tasks: list[Task]) -> list[tuple[bytes, bytes]]:
+        if self.bluegreen is None or not self.bluegreen.gate.state.pending:
+            return []
+        positions = {(t, task.partition): pos for task in tasks for t, pos in task.positions.items()}
+        return self.bluegreen.drains_due(positions)
 
     def _rewind(self, tasks: list[Task]) -> None:
         """Uncommitted work was dropped: re-read every input from its last committed offset."""
@@ -283,6 +401,7 @@ class Worker:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.metrics.rebalances.labels("assign").inc()
         self._joined = True
+        self._assignment_version += 1  # a flip in preparation must report the new partitions too
         if not partitions:
             return
         committed = self._committed(consumer, partitions)
@@ -343,7 +462,7 @@ class Worker:
             tps = [(topic, task.partition) for topic in task.committed]
             for tp in tps:
                 self.active[tp] = task
-            self.consumer.resume([TopicPartition(t, p) for t, p in tps])
+            self.consumer.resume([TopicPartition(t, p) for t, p in tps if (t, p) not in self._held])
             self.metrics.restores_completed.labels(str(task.id)).inc()
             log.info("task active", extra={"task": str(task.id), "partition": task.partition,
                                            "restored": restore.restored,

@@ -32,7 +32,7 @@ P0, P1 = ("clicks", 0), ("clicks", 1)
     [
         ActiveState(3, "green", {P0: 10, P1: 7}, frozenset({P1})),
         Prepare(4, "blue", 1_700_000_000_000),
-        Report(4, "green", "click-counter-green-0", {P0: 12, ("my:topic", 3): 5}),
+        Report(4, "green", "click-counter-green-0", {P0: 12, ("my:topic", 3): 5}, ("clicks",), "no"),
         Commit(ActiveState(4, "blue", {P0: 12}, frozenset())),
         Abort(4, "no position from green"),
         Drained(4, ("my:topic", 3)),
@@ -145,3 +145,11 @@ def test_prepare_pauses_until_commit_abort_or_deadline_plus_grace() -> None:
     gate.apply(Commit(ActiveState(5, "green")))
     gate.apply(Prepare(4, "blue", deadline_ms=10**15))
     assert gate.pending_prepare(now_ms=0) is None
+
+
+def test_a_refusing_worker_aborts_the_flip_at_once_with_its_reason() -> None:
+    attempt = FlipAttempt(Prepare(1, "green", 10**15), frozenset({P0}), ActiveState(0, "blue"))
+    attempt.on_report(Report(1, "blue", "b0", {P0: 3}, ("clicks",), refusal="the topology repartitions"))
+    decision = attempt.decision(now_ms=0)
+    assert isinstance(decision, Abort)
+    assert decision.reason == "blue worker b0 refuses the flip: the topology repartitions"
