@@ -48,3 +48,7 @@ class _LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="baton")
 def main() -> None:
     """Baton: stateful stream applications on Kafka, run on Kubernetes."""
+
+
+if __name__ == "__main__":
+    main()
