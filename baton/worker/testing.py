@@ -7,10 +7,13 @@ running ``baton run`` and records go through the real broker.
 
 from __future__ import annotations
 
+import collections
 import os
+import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -212,3 +215,53 @@ def _headers(raw: object) -> dict[str, bytes]:
     items = raw.items() if isinstance(raw, dict) else (raw or [])
     assert isinstance(items, Iterable)
     return {k: v.encode() if isinstance(v, str) else v for k, v in items if v is not None}
+
+
+class SteadyInput:
+    """Produces click events at a fixed rate in a background thread and counts them per user.
+
+    Records carry the producer's wall-clock timestamp, so a reader of the output can measure
+    end-to-end latency; the JSON ``timestamp`` field counts up from a fixed start, so the
+    input is the same on every run with the same seed.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, rate: int, users: list[str] | None = None,
+                 seed: int = 11) -> None:
+        self.bootstrap, self.topic, self.rate, self.seed = bootstrap, topic, rate, seed
+        self.users = users or [f"user-{i:02d}" for i in range(24)]
+        self.sent: collections.Counter[str] = collections.Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "partitioner": "murmur2_random",
+                             "enable.idempotence": True, "linger.ms": 2})
+        rng = random.Random(self.seed)
+        ts = 1_678_886_400
+        interval = 1.0 / self.rate
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            user = rng.choice(self.users)
+            while True:
+                try:
+                    producer.produce(self.topic, orjson.dumps({"user_id": user, "timestamp": ts}), user.encode())
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            self.sent[user] += 1
+            ts += 1
+            next_at += interval
+            producer.poll(0)
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        remaining = producer.flush(30)
+        assert remaining == 0, f"{remaining} input records not delivered"
+
+    def __enter__(self) -> SteadyInput:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)

@@ -9,8 +9,6 @@ record by record, after flips back and forth while input keeps arriving.
 from __future__ import annotations
 
 import collections
-import random
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,61 +16,16 @@ from pathlib import Path
 
 import orjson
 import pytest
-from confluent_kafka import Producer
 
 from baton.control.channel import control_topic
 from baton.control.coordinator import FlipResult, flip
 from baton.control.messages import Color
-from baton.worker.testing import WorkerProcess, read_all, wait_for
+from baton.worker.testing import SteadyInput, WorkerProcess, read_all, wait_for
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = str(REPO / "examples" / "click_counter.py")
-USERS = [f"user-{i:02d}" for i in range(24)]
-
-
-class SteadyInput:
-    """Produces clicks at a fixed rate in a background thread and remembers them."""
-
-    def __init__(self, bootstrap: str, topic: str, rate: int) -> None:
-        self.bootstrap, self.topic, self.rate = bootstrap, topic, rate
-        self.sent: collections.Counter[str] = collections.Counter()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        producer = Producer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "partitioner": "murmur2_random",
-                "enable.idempotence": True,
-                "linger.ms": 5,
-            }
-        )
-        rng = random.Random(11)
-        ts = 1_678_886_400
-        interval = 1.0 / self.rate
-        next_at = time.monotonic()
-        while not self._stop.is_set():
-            user = rng.choice(USERS)
-            producer.produce(self.topic, orjson.dumps({"user_id": user, "timestamp": ts}), user.encode())
-            self.sent[user] += 1
-            ts += 1
-            next_at += interval
-            producer.poll(0)
-            delay = next_at - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-        assert producer.flush(30) == 0
-
-    def __enter__(self) -> SteadyInput:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(60)
 
 
 def _workers(  # noqa: PLR0917
