@@ -1,0 +1,90 @@
+# syntax=docker/dockerfile:1.7
+#
+# Baton images. One image runs both the worker (`baton run`) and the operator
+# (`baton operator`); users build their app FROM it and add their topology:
+#
+#   FROM ghcr.io/baton-dev/baton:0.1.0
+#   COPY myapp/ /app/myapp/
+#   # StreamApp spec.topology: myapp.topology:topology
+#
+# Targets:
+#   docker build -t baton .                          # `runtime` (the default, last-but-one stage)
+#   docker build --target compactor -t baton-compactor .   # + a JRE, pyspark and the Kafka connector
+#
+# The base is pinned by version (bump PYTHON_IMAGE deliberately; pin the digest in CI
+# with `docker buildx imagetools inspect` when publishing). Everything runs as UID 10001,
+# the UID the operator's Pods declare (baton/operator/constants.py RUN_AS_USER), with a
+# read-only root filesystem: nothing below writes outside /tmp and /var/lib/baton.
+
+ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+ARG MAVEN_IMAGE=maven:3.9.11-eclipse-temurin-17
+
+# ---------------------------------------------------------------- build: wheels into a venv
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+WORKDIR /src
+# rocksdict and confluent-kafka ship manylinux wheels: no compiler is needed.
+RUN python -m venv /opt/baton
+COPY pyproject.toml README.md ./
+COPY baton/ baton/
+RUN /opt/baton/bin/pip install ".[operator]"
+
+# ---------------------------------------------------------------- runtime: worker + operator
+FROM ${PYTHON_IMAGE} AS runtime
+LABEL org.opencontainers.image.title="baton" \
+      org.opencontainers.image.description="Stateful stream applications on Kafka in Python: worker and operator" \
+      org.opencontainers.image.source="https://github.com/baton-dev/baton" \
+      org.opencontainers.image.licenses="Apache-2.0"
+# No .pyc writes (the root filesystem is read-only), unbuffered logs, the venv first on PATH,
+# and /app (the user's topology modules, and the bundled examples) importable.
+ENV PATH=/opt/baton/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PYTHONPATH=/app \
+    BATON_STATE_DIR=/var/lib/baton \
+    HOME=/tmp
+RUN groupadd --system --gid 10001 baton \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin baton \
+ && mkdir -p /var/lib/baton /app \
+ && chown 10001:10001 /var/lib/baton
+COPY --from=build /opt/baton /opt/baton
+COPY --chown=root:root examples/ /app/examples/
+WORKDIR /app
+USER 10001:10001
+EXPOSE 8080
+ENTRYPOINT ["baton"]
+CMD ["--help"]
+
+# ---------------------------------------------------------------- the Spark Kafka connector jars
+FROM ${MAVEN_IMAGE} AS spark-jars
+WORKDIR /jars
+# Same resolution as dev/batondev/spark.py: the connector for the pinned pyspark (4.0.0, Scala 2.13).
+RUN printf '%s\n' \
+  '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>' \
+  '<groupId>dev.baton</groupId><artifactId>spark-kafka-runtime</artifactId><version>1</version><packaging>pom</packaging>' \
+  '<dependencies><dependency><groupId>org.apache.spark</groupId><artifactId>spark-sql-kafka-0-10_2.13</artifactId><version>4.0.0</version></dependency></dependencies>' \
+  '</project>' > pom.xml \
+ && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=/jars/out
+
+# ---------------------------------------------------------------- compactor: runtime + JRE + pyspark
+FROM runtime AS compactor
+USER 0
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+ && rm -rf /var/lib/apt/lists/* \
+ && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java
+RUN /opt/baton/bin/pip install --no-cache-dir "pyspark==4.0.0"
+COPY --from=spark-jars /jars/out/ /opt/baton/spark-jars/
+# spark.jars accepts globs; baton.compactor.session reads BATON_SPARK_JARS.
+ENV JAVA_HOME=/opt/java \
+    BATON_SPARK_JARS=/opt/baton/spark-jars/* \
+    SPARK_LOCAL_DIRS=/tmp
+USER 10001:10001
+ENTRYPOINT ["baton", "compact"]
+CMD ["--help"]
+
+# The default target is the worker/operator image.
+FROM runtime

@@ -1,0 +1,87 @@
+"""The Dockerfile: hadolint-clean, pinned, non-root, and the two targets the docs promise.
+
+No container engine runs here, so the image is never built in tests; these checks are what
+can be verified without one: the linter, and the structure of the stages.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from baton.operator.constants import RUN_AS_USER
+
+REPO = Path(__file__).resolve().parents[2]
+DOCKERFILE = REPO / "Dockerfile"
+HADOLINT = Path(sys.executable).parent / "hadolint"
+
+pytestmark = pytest.mark.unit
+
+
+def _stages() -> dict[str, list[str]]:
+    """Instructions per stage name (the unnamed last stage is ``default``)."""
+    stages: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"FROM\s+\S+(?:\s+AS\s+(\S+))?", line, re.IGNORECASE)
+        if m:
+            current = stages.setdefault(m.group(1) or "default", [])
+        if current is not None:
+            current.append(line)
+    return stages
+
+
+def test_hadolint_passes_with_no_findings() -> None:
+    out = subprocess.run([str(HADOLINT), "--no-color", str(DOCKERFILE)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_base_images_are_pinned_versions() -> None:
+    args = dict(re.findall(r"^ARG (\w+_IMAGE)=(\S+)$", DOCKERFILE.read_text(), re.MULTILINE))
+    assert set(args) == {"PYTHON_IMAGE", "MAVEN_IMAGE"}
+    for image in args.values():
+        name, _, tag = image.partition(":")
+        assert re.match(r"^\d+\.\d+\.\d+", tag), f"{image} must pin a full version"
+    assert "slim" in args["PYTHON_IMAGE"]
+
+
+def test_targets_run_baton_as_the_pods_uid() -> None:
+    stages = _stages()
+    assert {"build", "runtime", "compactor", "default"} <= set(stages)
+    for target in ("runtime", "compactor"):
+        users = [i.split()[1] for i in stages[target] if i.startswith("USER ")]
+        assert users[-1] == f"{RUN_AS_USER}:{RUN_AS_USER}", f"{target} must end as the non-root user"
+    runtime = " ".join(stages["runtime"])
+    assert f"--uid {RUN_AS_USER}" in runtime
+    assert 'ENTRYPOINT ["baton"]' in runtime
+    assert 'ENTRYPOINT ["baton", "compact"]' in " ".join(stages["compactor"])
+    assert stages["default"] == ["FROM runtime"], "a plain `docker build` gives the worker/operator image"
+
+
+def test_compactor_has_java_pyspark_and_the_kafka_connector() -> None:
+    compactor = " ".join(_stages()["compactor"])
+    assert "openjdk-17-jre-headless" in compactor
+    assert "pyspark==4.0.0" in compactor
+    assert "BATON_SPARK_JARS=" in compactor
+    pinned = re.search(r'"pyspark==([\d.]+)"', (REPO / "pyproject.toml").read_text())
+    assert pinned and f"pyspark=={pinned.group(1)}" in compactor, "same pyspark as the [compactor] extra"
+
+
+def test_dockerignore_lets_in_exactly_what_is_copied() -> None:
+    allowed = {
+        line[1:].rstrip("/")
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    }
+    copied = set()
+    for m in re.finditer(r"^COPY (?!--from)(?:--\S+ )*(.+) \S+$", DOCKERFILE.read_text(), re.MULTILINE):
+        copied |= {p.rstrip("/") for p in m.group(1).split()}
+    assert copied == allowed
