@@ -1,0 +1,23 @@
+"""The local pod runner: a stand-in kubelet for dev and test tooling only.
+
+There is no kubelet or container runtime on the machines that run Baton's tests and demo,
+so nothing would ever run the Pods that kube-controller-manager's StatefulSet controller
+creates. ``dev/podrunner`` fills that gap with real processes and the real API server:
+
+* it registers a Node (tainted so kube-scheduler leaves other people's Pods alone, unless
+  ``--scheduler``), heartbeats it through a Lease, binds the Pods it was told to run
+  (``--namespace``, ``--selector``, ``--all``) and a PersistentVolume per claim they use;
+* it runs each container's ``command`` + ``args`` as a local process (the image is ignored)
+  with the Pod's env resolved as the kubelet would (downward API, Secrets, ConfigMaps,
+  ``$(VAR)`` expansion), ``baton`` from the project's virtualenv first on ``PATH``;
+* volumes are local directories (``volumes``), ports are remapped per Pod (``portmap``),
+  and every env value or argument that names a mount path or a container port is rewritten
+  to the local directory or port (``rewrite``);
+* it reports Pod status from the processes and their probes (``status``, ``probes``),
+  restarts containers per ``restartPolicy`` with back-off, and on deletion stops the
+  processes (SIGTERM, grace period, SIGKILL) before deleting the Pod for good.
+
+It is not a container runtime: no isolation, no image, no resource limits. It is good
+enough that the operator, the StatefulSet controller and the tests see Pods that behave
+like Pods: they start, become Ready, crash, restart, keep their volume and go away.
+"""
