@@ -48,7 +48,7 @@ def test_base_images_are_pinned_versions() -> None:
     args = dict(re.findall(r"^ARG (\w+_IMAGE)=(\S+)$", DOCKERFILE.read_text(), re.MULTILINE))
     assert set(args) == {"PYTHON_IMAGE", "MAVEN_IMAGE"}
     for image in args.values():
-        name, _, tag = image.partition(":")
+        _, _, tag = image.partition(":")
         assert re.match(r"^\d+\.\d+\.\d+", tag), f"{image} must pin a full version"
     assert "slim" in args["PYTHON_IMAGE"]
 

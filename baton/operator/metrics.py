@@ -1,0 +1,165 @@
+"""Prometheus metrics of the operator: reconciles, deploys, flips and each app's phase.
+
+The Helm chart's alerts (charts/baton/files/prometheus-rules.yaml) and dashboard read these
+names; tests/unit/test_chart_monitoring.py fails when one of them goes missing here.
+
+The metrics live in a registry of their own (tests create several operators in one
+process). :func:`serve_from_env` starts the HTTP endpoint on ``BATON_OPERATOR_METRICS_PORT``,
+which the chart sets; the operator calls it once at start-up.
+
+Labels are ``namespace`` and ``name`` (the StreamApp), so alerts can say which app.
+Every replica exports them, but only the leader reconciles, so sums over replicas are right.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Final, Literal
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+ENV_PORT: Final = "BATON_OPERATOR_METRICS_PORT"
+
+# status.phase values the operator writes (baton/operator/status.py and the deploy machine).
+PHASES: Final = (
+    "Pending",
+    "Deploying",
+    "Promoting",
+    "Flipping",
+    "RollingBack",
+    "Stable",
+    "Paused",
+    "Stalled",
+)
+
+DeployOutcome = Literal["promoted", "abandoned", "rolled_back"]
+FlipOutcome = Literal["committed", "aborted", "failed"]
+
+_DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_FLIP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
+_DEPLOY_BUCKETS = (10, 30, 60, 120, 300, 600, 1200, 1800, 3600)
+
+
+class OperatorMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.reconciles = Counter(
+            "baton_operator_reconciles",
+            "Reconciliations of a StreamApp, by result (ok, error)",
+            ["namespace", "result"],
+            registry=r,
+        )
+        self.reconcile_duration = Histogram(
+            "baton_operator_reconcile_duration_seconds",
+            "Duration of one reconciliation",
+            ["namespace"],
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.deploys = Counter(
+            "baton_operator_deploys",
+            "Finished deploys, by outcome (promoted, abandoned, rolled_back)",
+            ["namespace", "name", "outcome"],
+            registry=r,
+        )
+        self.deploy_duration = Histogram(
+            "baton_operator_deploy_duration_seconds",
+            "From a spec change to its promotion or abandonment",
+            ["namespace"],
+            buckets=_DEPLOY_BUCKETS,
+            registry=r,
+        )
+        self.flips = Counter(
+            "baton_operator_flips",
+            "Flips, by outcome (committed, aborted, failed)",
+            ["namespace", "name", "outcome"],
+            registry=r,
+        )
+        self.flip_duration = Histogram(
+            "baton_operator_flip_duration_seconds",
+            "From prepare to commit or abort of a flip",
+            ["namespace"],
+            buckets=_FLIP_BUCKETS,
+            registry=r,
+        )
+        self.app_phase = Gauge(
+            "baton_operator_app_phase",
+            "1 for the StreamApp's current status.phase, 0 for the others",
+            ["namespace", "name", "phase"],
+            registry=r,
+        )
+        self.app_ready = Gauge(
+            "baton_operator_app_ready",
+            "1 when the StreamApp's Ready condition is True",
+            ["namespace", "name"],
+            registry=r,
+        )
+        self.app_lag = Gauge(
+            "baton_operator_app_lag",
+            "Consumer lag of the active color, as the operator last read it",
+            ["namespace", "name"],
+            registry=r,
+        )
+
+    @contextmanager
+    def reconciling(self, namespace: str) -> Iterator[None]:
+        """Count and time one reconciliation; an exception counts as an error and propagates."""
+        start = time.monotonic()
+        result = "error"
+        try:
+            yield
+            result = "ok"
+        finally:
+            self.reconciles.labels(namespace, result).inc()
+            self.reconcile_duration.labels(namespace).observe(time.monotonic() - start)
+
+    def deploy_finished(self, namespace: str, name: str, outcome: DeployOutcome, seconds: float) -> None:
+        self.deploys.labels(namespace, name, outcome).inc()
+        self.deploy_duration.labels(namespace).observe(seconds)
+
+    def flip_finished(self, namespace: str, name: str, outcome: FlipOutcome, seconds: float) -> None:
+        self.flips.labels(namespace, name, outcome).inc()
+        self.flip_duration.labels(namespace).observe(seconds)
+
+    def observe_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """Per-app gauges from the status the operator just wrote."""
+        phase = str(status.get("phase") or "Pending")
+        for known in {*PHASES, phase}:
+            self.app_phase.labels(namespace, name, known).set(1 if known == phase else 0)
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+        )
+        self.app_ready.labels(namespace, name).set(1 if ready else 0)
+        if status.get("lag") is not None:
+            self.app_lag.labels(namespace, name).set(float(status["lag"]))
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop a deleted app's per-app series, so dashboards do not show it forever."""
+        for gauge in (self.app_phase, self.app_ready, self.app_lag):
+            for labels in list(_label_sets(gauge)):
+                if labels[:2] == (namespace, name):
+                    gauge.remove(*labels)
+
+
+def _label_sets(gauge: Gauge) -> Iterator[tuple[str, ...]]:
+    for metric in gauge.collect():
+        for sample in metric.samples:
+            keys = ("namespace", "name", "phase") if "phase" in sample.labels else ("namespace", "name")
+            yield tuple(sample.labels[k] for k in keys)
+
+
+METRICS: Final = OperatorMetrics()
+
+
+def serve_from_env(environ: Mapping[str, str] = os.environ, metrics: OperatorMetrics = METRICS) -> int | None:
+    """Serve /metrics on ``BATON_OPERATOR_METRICS_PORT`` (all interfaces); the port, or None if unset."""
+    raw = environ.get(ENV_PORT, "").strip()
+    if not raw:
+        return None
+    port = int(raw)
+    start_http_server(port, registry=metrics.registry)
+    return port
