@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any, cast
@@ -60,10 +61,12 @@ def configure(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> 
     memo["kube"] = Kube.connect()
 
 
-def _reconcile(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger) -> None:
+def _reconcile(
+    memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, kafka: bool = False
+) -> None:
     assert namespace is not None, "StreamApp is namespaced"
     try:
-        outcome = rec.reconcile(_kube(memo), namespace, name, _events, kafka=_options(memo).kafka)
+        outcome = rec.reconcile(_kube(memo), namespace, name, _events, kafka=kafka and _options(memo).kafka)
     except Exception as exc:  # transient API trouble: kopf retries soon
         raise kopf.TemporaryError(f"reconcile failed: {exc}", delay=3) from exc
     if outcome is not None and (outcome.applied or outcome.pruned or outcome.error):
@@ -77,10 +80,15 @@ def on_change(*, memo: kopf.Memo, namespace: str | None, name: str, logger: kopf
     _reconcile(memo, namespace, name, logger)
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=30.0, initial_delay=5.0, idle=None)
-def resync(*, memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
-    """Undo drift (an object deleted or edited by hand) and refresh lag."""
-    _reconcile(memo, namespace, name, logger)
+@kopf.timer(GROUP, VERSION, PLURAL, interval=30.0, initial_delay=2.0, idle=None)
+async def resync(*, memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
+    """Undo drift (an object deleted or edited by hand) and refresh lag.
+
+    Kafka work (control topic, lag) happens only here, so a slow or unreachable cluster never
+    delays the handlers of spec changes and deletions. Async so that kopf can cancel it at once
+    when the app is deleted (a sync timer would hold the finalizer until its thread returns).
+    """
+    await asyncio.to_thread(_reconcile, memo, namespace, name, logger, True)
 
 
 def _owner(body: kopf.Body) -> str | None:

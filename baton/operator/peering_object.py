@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import click
-from kubernetes.dynamic.exceptions import ConflictError, ResourceNotFoundError
+from kubernetes.dynamic.exceptions import ConflictError, NotFoundError, ResourceNotFoundError
 
 from baton.operator.kube import Kube
 
@@ -34,7 +34,10 @@ def ensure(kube: Kube, name: str, namespaces: Sequence[str]) -> None:
         meta: dict[str, str] = {"name": name}
         if namespace is not None:
             meta["namespace"] = namespace
-        with contextlib.suppress(ConflictError):  # already there
+        with contextlib.suppress(NotFoundError):
+            resource.get(name=name, namespace=namespace)
+            continue  # pre-created (by the Helm chart): no create permission needed
+        with contextlib.suppress(ConflictError):  # created by another replica meanwhile
             resource.create(
                 body={"apiVersion": "kopf.dev/v1", "kind": kind, "metadata": meta}, namespace=namespace
             )

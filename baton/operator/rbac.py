@@ -31,8 +31,8 @@ def namespaced_rules() -> list[dict[str, Any]]:
         {"apiGroups": [""], "resources": ["services", "serviceaccounts"], "verbs": _OWN},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": _OWN},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-        # Leader election: kopf peering records in the operator's own namespace.
-        {"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"], "verbs": [*_READ, "patch"]},
+        # Leader election: kopf's peering object (created at start if missing) in each namespace.
+        {"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"], "verbs": [*_READ, "create", "patch"]},
     ]
 
 
@@ -45,7 +45,11 @@ def cluster_rules() -> list[dict[str, Any]]:
             "resources": ["customresourcedefinitions"],
             "verbs": ["list", "watch"],
         },
-        {"apiGroups": ["kopf.dev"], "resources": ["clusterkopfpeerings"], "verbs": [*_READ, "patch"]},
+        {
+            "apiGroups": ["kopf.dev"],
+            "resources": ["clusterkopfpeerings"],
+            "verbs": [*_READ, "create", "patch"],
+        },
     ]
 
 
@@ -56,30 +60,41 @@ def operator_rules(clusterwide: bool = True) -> list[dict[str, Any]]:
 def rbac_objects(
     service_account: str, namespace: str, clusterwide: bool = True, name: str = "baton-operator"
 ) -> list[dict[str, Any]]:
-    """ServiceAccount, (Cluster)Role and binding for an operator running as ``service_account``."""
+    """ServiceAccount, roles and bindings for an operator running as ``service_account``.
+
+    Cluster-wide: one ClusterRole with every rule. Namespaced (watching ``namespace``): a Role
+    with the namespaced rules, plus a ClusterRole with only kopf's cluster-scoped reads
+    (namespaces and CRDs, which kopf watches even in namespaced mode).
+    """
     labels = {"app.kubernetes.io/name": "baton", "app.kubernetes.io/component": "operator"}
-    role_kind = "ClusterRole" if clusterwide else "Role"
-    role_meta: dict[str, Any] = {"name": name, "labels": labels}
-    if not clusterwide:
-        role_meta["namespace"] = namespace
-    binding_meta = dict(role_meta)
+    subject = [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}]
+    rbac = "rbac.authorization.k8s.io"
+
+    def role(kind: str, role_name: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        meta: dict[str, Any] = {"name": role_name, "labels": labels}
+        if kind == "Role":
+            meta["namespace"] = namespace
+        return [
+            {"apiVersion": f"{rbac}/v1", "kind": kind, "metadata": meta, "rules": rules},
+            {
+                "apiVersion": f"{rbac}/v1",
+                "kind": f"{kind}Binding",
+                "metadata": dict(meta),
+                "roleRef": {"apiGroup": rbac, "kind": kind, "name": role_name},
+                "subjects": subject,
+            },
+        ]
+
+    sa = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": service_account, "namespace": namespace, "labels": labels},
+    }
+    if clusterwide:
+        return [sa, *role("ClusterRole", name, operator_rules(clusterwide=True))]
+    discovery = [r for r in cluster_rules() if "clusterkopfpeerings" not in r["resources"]]
     return [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": service_account, "namespace": namespace, "labels": labels},
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": role_kind,
-            "metadata": role_meta,
-            "rules": operator_rules(clusterwide),
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": f"{role_kind}Binding",
-            "metadata": binding_meta,
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
-        },
+        sa,
+        *role("Role", name, namespaced_rules()),
+        *role("ClusterRole", f"{name}-{namespace}-discovery", discovery),
     ]

@@ -169,7 +169,6 @@ def test_two_operators_one_acts_and_hands_over(
     b = operator("--no-kafka", name="b")
     # kopf starts paused until the peering says it is the highest live priority; a newcomer with
     # a higher priority pauses the current leader. Wait until both are in the peering, then settle.
-    active = r"Resuming operations after the pause"
     wait_for(
         "both operators in the peering",
         lambda: (

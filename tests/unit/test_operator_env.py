@@ -45,10 +45,19 @@ def test_every_baton_variable_is_a_worker_setting() -> None:
             assert names <= {env_var(f) for f in ALL_FIELDS}
 
 
+# Worker settings the StreamApp spec does not expose yet: the Pods run with the worker's default.
+# Adding a WorkerConfig field makes the next test fail until it is mapped here or in the spec.
+NOT_IN_SPEC_YET = {
+    "state_cleanup_delay_ms",  # Kafka Streams' state.cleanup.delay.ms; its default suits Pods
+    "snapshot_store",  # the compactor's snapshots (issue 7) decide where these live
+}
+
+
 def test_blue_green_sets_every_worker_setting() -> None:
     """No worker setting is silently left to its default under the operator."""
     names = _baton_names(worker_env(app(), "green"))
-    assert names == {env_var(f) for f in ALL_FIELDS}
+    missing = {f for f in ALL_FIELDS if env_var(f) not in names} - NOT_IN_SPEC_YET
+    assert missing == set(), f"WorkerConfig fields the operator does not set: {sorted(missing)}"
 
 
 def test_worker_config_parses_the_pod_environment(monkeypatch: pytest.MonkeyPatch) -> None:

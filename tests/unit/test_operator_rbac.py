@@ -68,6 +68,8 @@ def test_rbac_objects_bind_the_service_account() -> None:
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "baton-operator", "namespace": "baton-system"}
     ]
-    _, ns_role, ns_binding = rbac_objects("op", "team-a", clusterwide=False)
+    _, ns_role, ns_binding, discovery, _ = rbac_objects("op", "team-a", clusterwide=False)
     assert ns_role["kind"] == "Role" and ns_role["metadata"]["namespace"] == "team-a"
     assert ns_binding["roleRef"]["kind"] == "Role"
+    assert discovery["kind"] == "ClusterRole"
+    assert {v for r in discovery["rules"] for v in r["verbs"]} == {"list", "watch"}

@@ -1,0 +1,137 @@
+"""The operator's Kafka side with a real broker: control topic, lag in status, DeleteTopics."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+
+from tests.integration.test_operator_harness import (
+    KubectlFn,
+    OperatorProcess,
+    apply,
+    example_manifest,
+    get_json,
+    install_crds,
+    operators,
+    try_get_json,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def operator(
+    kube: Any, kubectl: KubectlFn, namespace: str, tmp_path: Path
+) -> Iterator[Callable[..., OperatorProcess]]:
+    install_crds(kubectl)
+    yield from operators(
+        tmp_path,
+        namespace,
+        kube.kubeconfig,
+        lambda: kubectl("delete", "sapp", "--all", "-n", namespace, "--timeout=30s", check=False),
+    )
+
+
+def _commit(bootstrap: str, group: str, topic: str, offset: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def _topics(admin: AdminClient) -> set[str]:
+    return set(admin.list_topics(timeout=10).topics)
+
+
+def test_control_topic_lag_and_delete_topics(  # noqa: PLR0917 (fixtures)
+    operator: Callable[..., OperatorProcess],
+    kubectl: KubectlFn,
+    namespace: str,
+    kafka_bootstrap: str,
+    kafka_admin: AdminClient,
+    new_topic: Callable[..., str],
+    unique_name: str,
+) -> None:
+    app_id = unique_name
+    source = new_topic(partitions=1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(10):
+        producer.produce(source, value=str(i).encode())
+    producer.flush(10)
+    _commit(kafka_bootstrap, f"{app_id}-blue", source, 4)  # blue is 6 records behind
+    changelog = new_topic(partitions=1, name=f"{app_id}-blue-counts-changelog")
+    dlq = new_topic(partitions=1, name=f"{app_id}-blue-dlq")
+
+    operator()
+    apply(
+        kubectl,
+        example_manifest(
+            namespace,
+            applicationId=app_id,
+            kafka={"bootstrapServers": kafka_bootstrap, "replicationFactor": 1},
+            deletionPolicy="DeleteTopics",
+        ),
+    )
+
+    def status() -> dict[str, Any]:
+        return dict(get_json(kubectl, "sapp", "click-counter", "-n", namespace).get("status", {}))
+
+    wait_for(
+        "control topic in status", lambda: status().get("topics", {}).get("control") == f"{app_id}-control"
+    )
+    control = f"{app_id}-control"
+    assert control in _topics(kafka_admin)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, control)
+    configs = kafka_admin.describe_configs([resource])[resource].result(10)
+    assert configs["cleanup.policy"].value == "compact"
+    meta = kafka_admin.list_topics(topic=control, timeout=10).topics[control]
+    assert len(meta.partitions) == 1
+
+    wait_for("lag in status", lambda: status().get("lag") == 6, timeout=30)
+    assert status()["colors"]["blue"]["lag"] == 6
+    row = kubectl("get", "sapp", "click-counter", "-n", namespace, "--no-headers").stdout.split()
+    assert row[6] == "6"  # the LAG column
+    events = kubectl("get", "events", "-n", namespace, "--field-selector", "reason=TopicCreated").stdout
+    assert control in events
+    sapp = get_json(kubectl, "sapp", "click-counter", "-n", namespace)
+    assert "baton.dev/operator" in sapp["metadata"]["finalizers"]
+
+    kubectl("delete", "sapp", "click-counter", "-n", namespace, "--timeout=60s")
+    assert try_get_json(kubectl, "sapp", "click-counter", "-n", namespace) is None
+    remaining = _topics(kafka_admin)
+    assert control not in remaining and changelog not in remaining
+    assert dlq in remaining and source in remaining  # dead letters and inputs are not internal
+    deleted = kubectl(
+        "get", "events", "-n", namespace, "--field-selector", "reason=TopicsDeleted", "-o", "json"
+    )
+    messages = [e["message"] for e in json.loads(deleted.stdout)["items"]]
+    assert any(changelog in m and control in m for m in messages), messages
+
+
+def test_unreachable_kafka_does_not_block_kubernetes(
+    operator: Callable[..., OperatorProcess], kubectl: KubectlFn, namespace: str
+) -> None:
+    operator()
+    apply(kubectl, example_manifest(namespace, kafka={"bootstrapServers": "127.0.0.1:1"}))
+    wait_for(
+        "statefulsets", lambda: try_get_json(kubectl, "statefulset", "click-counter-green", "-n", namespace)
+    )
+    message = wait_for(
+        "Kafka trouble in status",
+        lambda: (
+            get_json(kubectl, "sapp", "click-counter", "-n", namespace)
+            .get("status", {})
+            .get("topics", {})
+            .get("message")
+        ),
+        timeout=60,
+    )
+    assert "Kafka" in message
