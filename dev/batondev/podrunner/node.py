@@ -132,14 +132,16 @@ class NodeAgent:
 
     def register(self) -> None:
         body = node_object(self.name, taint=self.taint)
-        if not self.api.create("v1", "Node", body):
-            self.api.patch(
-                "v1",
-                "Node",
-                self.name,
-                {"metadata": body["metadata"], "spec": {"taints": body["spec"].get("taints")}},
-            )
+        self.api.create("v1", "Node", body)
         self.api.patch("v1", "Node", self.name, {"status": node_status()}, status=True)
+        # The API server adds node.kubernetes.io/not-ready on creation and the node lifecycle
+        # controller, which would lift it once Ready, is off in the local stack: set the list.
+        self.api.patch(
+            "v1",
+            "Node",
+            self.name,
+            {"metadata": body["metadata"], "spec": {"taints": body["spec"].get("taints")}},
+        )
         self._renew()
         self._thread.start()
 

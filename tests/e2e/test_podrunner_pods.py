@@ -1,0 +1,171 @@
+"""The pod runner with bare Pods: restart policies, a missing Secret, selection, the CLI.
+
+Each test uses its own namespace and its own Node, so runners of parallel tests never
+touch each other's Pods; the Node is tainted, so kube-scheduler never puts Pods there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from batondev.podrunner import harness, process
+
+pytestmark = pytest.mark.e2e
+
+KubectlFn = Callable[..., "subprocess.CompletedProcess[str]"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def bare_pod(
+    name: str, script: str, *, policy: str, labels: dict[str, str] | None = None, env: list[Any] | None = None
+) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": labels or {}},
+            "spec": {
+                "restartPolicy": policy,
+                "terminationGracePeriodSeconds": 2,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "ignored",
+                        "command": ["python", "-c", script],
+                        "env": env or [],
+                    }
+                ],
+            },
+        }
+    )
+
+
+def pod(kubectl: KubectlFn, ns: str, name: str) -> dict[str, Any] | None:
+    out = kubectl("get", "pod", name, "-n", ns, "-o", "json", check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else None
+
+
+def wait_for(what: str, check: Callable[[], Any], log: Callable[[], str], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}\npodrunner log:\n{log()}")
+
+
+def phase(kubectl: KubectlFn, ns: str, name: str) -> str | None:
+    p = pod(kubectl, ns, name)
+    return (p.get("status") or {}).get("phase") if p else None
+
+
+def test_restart_policies_and_config_errors(kubectl: KubectlFn, namespace: str, tmp_path: Path) -> None:
+    ns = namespace
+    with harness.running(ns, log_dir=tmp_path) as runner:
+        kubectl("apply", "-n", ns, "-f", "-", input=bare_pod("ok", "print('done')", policy="Never"))
+        kubectl(
+            "apply", "-n", ns, "-f", "-", input=bare_pod("bad", "import sys; sys.exit(3)", policy="Never")
+        )
+        kubectl(
+            "apply",
+            "-n",
+            ns,
+            "-f",
+            "-",
+            input=bare_pod(
+                "flaky",
+                "import os, sys; sys.exit(0 if os.path.exists(os.environ['MARK']) else 1)",
+                policy="OnFailure",
+                env=[
+                    {"name": "MARK", "value": str(tmp_path / "mark")},
+                    {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "later", "key": "token"}}},
+                ],
+            ),
+        )
+        wait_for("ok Succeeded", lambda: phase(kubectl, ns, "ok") == "Succeeded", runner.tail)
+        wait_for("bad Failed", lambda: phase(kubectl, ns, "bad") == "Failed", runner.tail)
+        bad = pod(kubectl, ns, "bad")
+        assert bad is not None
+        assert bad["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+        assert bad["status"]["containerStatuses"][0]["restartCount"] == 0
+
+        # A missing Secret: CreateContainerConfigError until it exists, then the process runs.
+        def waiting_reason() -> str | None:
+            p = pod(kubectl, ns, "flaky")
+            statuses = (p or {}).get("status", {}).get("containerStatuses") or [{}]
+            reason: str | None = statuses[0].get("state", {}).get("waiting", {}).get("reason")
+            return reason
+
+        wait_for(
+            "CreateContainerConfigError",
+            lambda: waiting_reason() == "CreateContainerConfigError",
+            runner.tail,
+        )
+        assert phase(kubectl, ns, "flaky") == "Pending"
+        kubectl("create", "secret", "generic", "later", "--from-literal=token=t", "-n", ns)
+        # OnFailure: it fails (no mark yet) and is restarted with back-off until the mark appears.
+        wait_for(
+            "flaky restarted",
+            lambda: (
+                ((pod(kubectl, ns, "flaky") or {}).get("status", {}).get("containerStatuses") or [{}])[0].get(
+                    "restartCount", 0
+                )
+                >= 1
+            ),
+            runner.tail,
+        )
+        (tmp_path / "mark").touch()
+        wait_for(
+            "flaky Succeeded", lambda: phase(kubectl, ns, "flaky") == "Succeeded", runner.tail, timeout=40
+        )
+        logs = (Path.home() / ".cache/baton/run/podrunner" / ns / "ok" / "main.log").read_text()
+        assert "done" in logs
+
+
+def test_selector_and_detached_cli(kubectl: KubectlFn, namespace: str) -> None:
+    ns = namespace
+    node = f"podrunner-cli-{uuid.uuid4().hex[:6]}"
+    serve = "import time\nwhile True: time.sleep(1)"
+    kubectl(
+        "apply", "-n", ns, "-f", "-", input=bare_pod("picked", serve, policy="Always", labels={"run": "yes"})
+    )
+    kubectl("apply", "-n", ns, "-f", "-", input=bare_pod("ignored", serve, policy="Always"))
+    cli = [str(REPO / "dev" / "podrunner")]
+    subprocess.run([*cli, "start", "--node", node, "-n", ns, "-l", "run=yes"], check=True, timeout=60)
+    log = Path.home() / ".cache/baton/run" / f"podrunner-{node}" / "log"
+
+    def tail() -> str:
+        return log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
+
+    try:
+        running = wait_for(
+            "picked Running",
+            lambda: phase(kubectl, ns, "picked") == "Running" and pod(kubectl, ns, "picked"),
+            tail,
+        )
+        assert running["spec"]["nodeName"] == node
+        node_obj = json.loads(kubectl("get", "node", node, "-o", "json").stdout)
+        # only our taint: the API server's not-ready taint is lifted, as the node lifecycle controller would
+        assert {t["key"] for t in node_obj["spec"]["taints"]} == {"podrunner.baton.dev/local"}
+        assert {c["type"]: c["status"] for c in node_obj["status"]["conditions"]}["Ready"] == "True"
+        kubectl("get", "lease", node, "-n", "kube-node-lease")
+        ignored = pod(kubectl, ns, "ignored")
+        assert ignored is not None and not ignored["spec"].get("nodeName")  # not selected: left alone
+        assert subprocess.run([*cli, "status", "--node", node], timeout=60).returncode == 0
+        pid = int(running["status"]["containerStatuses"][0]["containerID"].removeprefix("podrunner://"))
+    finally:
+        subprocess.run([*cli, "stop", "--node", node], check=True, timeout=90)
+    # Stopping the runner ends its processes and removes its Node.
+    assert not process.orphans(node)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert kubectl("get", "node", node, check=False).returncode != 0
