@@ -79,18 +79,26 @@ baton/operator/rbac.py namespaced_rules(): tests/unit/test_chart_rbac.py compare
   verbs: ["create", "patch"]
 - apiGroups: ["kopf.dev"]
   resources: ["kopfpeerings"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 {{- end }}
 
-{{/* Extra rules of a cluster-wide operator: baton/operator/rbac.py cluster_rules(). */}}
-{{- define "baton.clusterRules" -}}
+{{/*
+Cluster-scoped reads kopf makes even when it watches only some namespaces (it follows
+namespaces and CRDs): baton/operator/rbac.py cluster_rules() without the peering rule.
+*/}}
+{{- define "baton.discoveryRules" -}}
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["list", "watch"]
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
+{{- end }}
+
+{{/* Extra rules of a cluster-wide operator: baton/operator/rbac.py cluster_rules(). */}}
+{{- define "baton.clusterRules" -}}
+{{ include "baton.discoveryRules" . }}
 - apiGroups: ["kopf.dev"]
   resources: ["clusterkopfpeerings"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 {{- end }}

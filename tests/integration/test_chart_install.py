@@ -1,0 +1,228 @@
+"""charts/baton on the real API server: install, run the operator it describes, upgrade, uninstall.
+
+There is no kubelet, so the chart's Deployment Pods are created but never run. Instead the
+test runs the operator as a local process with exactly the container args of the installed
+Deployment and with the chart's ServiceAccount's own token (TokenRequest), so it has the
+chart's RBAC and nothing more. A StreamApp applied afterwards must reconcile to Ready.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import Kube
+from tests.integration.test_operator_harness import (
+    BATON,
+    KubectlFn,
+    apply,
+    example_manifest,
+    get_json,
+    install_crds,
+    mark_pods_ready,
+    try_get_json,
+    wait_for,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "baton"
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass(frozen=True)
+class Helm:
+    kube: Kube
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(
+            [str(self.kube.helm), f"--kubeconfig={self.kube.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        if check and out.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")
+        return out
+
+    def install(self, release: str, namespace: str, *sets: str) -> str:
+        """`helm install` (no --wait: the Pods never run here); returns the NOTES."""
+        install_flags = [f"--set={s}" if not s.startswith("--") else s for s in sets]
+        out = self("install", release, str(CHART), "-n", namespace, *install_flags, "--timeout=120s")
+        return out.stdout
+
+
+@pytest.fixture
+def helm(kube: Kube, kubectl: KubectlFn) -> Helm:
+    install_crds(kubectl)  # shared with other tests; helm skips CRDs that already exist
+    return Helm(kube)
+
+
+@pytest.fixture
+def release(helm: Helm, namespace: str) -> Iterator[str]:
+    """A release name unique to the test; uninstalled afterwards if the test did not."""
+    name = f"b{namespace[-6:]}"
+    yield name
+    helm("uninstall", name, "-n", namespace, "--wait", "--timeout=60s", check=False)
+
+
+def service_account_kubeconfig(kubectl: KubectlFn, kube: Kube, namespace: str, sa: str, dest: Path) -> Path:
+    """A kubeconfig that authenticates as the ServiceAccount with a real bound token."""
+    token = kubectl("create", "token", sa, "-n", namespace, "--duration=1h").stdout.strip()
+    admin = yaml.safe_load(kube.kubeconfig.read_text())
+    cluster = dict(admin["clusters"][0]["cluster"])
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": cluster}],
+        "users": [{"name": sa, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": sa, "namespace": namespace}}],
+        "current-context": "sa",
+    }
+    dest.write_text(yaml.safe_dump(config))
+    return dest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def operator_args_from_deployment(deployment: dict[str, Any], health_port: int) -> list[str]:
+    """The installed container's args, with the liveness endpoint moved to a free local port."""
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args = [str(a) for a in container["args"]]
+    return [
+        f"--liveness=http://127.0.0.1:{health_port}/healthz" if a.startswith("--liveness=") else a
+        for a in args
+    ]
+
+
+def pods_of(kubectl: KubectlFn, namespace: str, selector: str) -> list[dict[str, Any]]:
+    return list(get_json(kubectl, "pods", "-n", namespace, "-l", selector)["items"])
+
+
+def failed_create_events(kubectl: KubectlFn, namespace: str) -> list[str]:
+    events = get_json(kubectl, "events", "-n", namespace)["items"]
+    return [
+        f"{e['involvedObject']['kind']}/{e['involvedObject']['name']}: {e['message']}"
+        for e in events
+        if e.get("reason") == "FailedCreate"
+    ]
+
+
+def test_install_run_reconcile_upgrade_uninstall(
+    helm: Helm, release: str, kubectl: KubectlFn, namespace: str, tmp_path: Path
+) -> None:
+    notes = helm.install(
+        release, namespace, f"operator.watchNamespaces={{{namespace}}}", "operator.kafka=false"
+    )
+    assert "helm upgrade` never changes the CRDs" in notes and "kubectl apply --server-side" in notes
+    full = f"{release}-baton"
+
+    # The objects the chart promises, as the API server stores them.
+    dep = get_json(kubectl, "deployment", full, "-n", namespace)
+    assert dep["spec"]["replicas"] == 2
+    for kind in ("serviceaccount", "service", "pdb", "role", "rolebinding", "kopfpeering"):
+        name = f"{full}-metrics" if kind == "service" else full
+        assert try_get_json(kubectl, kind, name, "-n", namespace), f"{kind}/{name} missing"
+    assert try_get_json(kubectl, "clusterrole", f"{full}-{namespace}-discovery")
+    selector = ",".join(f"{k}={v}" for k, v in dep["spec"]["selector"]["matchLabels"].items())
+    wait_for("the Deployment's 2 Pods", lambda: len(pods_of(kubectl, namespace, selector)) == 2)
+
+    # Run the operator the chart describes, as the chart's ServiceAccount.
+    sa_config = service_account_kubeconfig(kubectl, helm.kube, namespace, full, tmp_path / "sa.kubeconfig")
+    health = free_port()
+    log = tmp_path / "operator.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(BATON), *operator_args_from_deployment(dep, health)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "KUBECONFIG": str(sa_config), "PYTHONUNBUFFERED": "1"},
+        )
+    try:
+        wait_for(
+            "operator start",
+            lambda: "Initial authentication has finished" in log.read_text() or proc.poll() is not None,
+            timeout=60,
+        )
+        assert proc.poll() is None, log.read_text()[-3000:]
+        app = example_manifest(namespace, replicas=1, standbyReplicas=0)
+        apply(kubectl, app)
+        for color in ("blue", "green"):
+            wait_for(
+                f"StatefulSet {color}",
+                lambda c=color: try_get_json(  # type: ignore[misc]
+                    kubectl, "statefulset", f"click-counter-{c}", "-n", namespace
+                ),
+                timeout=60,
+            )
+            mark_pods_ready(kubectl, namespace, f"baton.dev/app=click-counter,baton.dev/color={color}", 1)
+        kubectl("wait", "--for=condition=Ready", "sapp/click-counter", "-n", namespace, "--timeout=90s")
+        text = log.read_text()
+        assert "Forbidden" not in text and "403" not in text, text[-3000:]
+        kubectl("delete", "sapp", "click-counter", "-n", namespace, "--timeout=60s")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+    # Upgrade: new values reach the Deployment, the CRD is left alone.
+    crd_rv = get_json(kubectl, "crd", "streamapps.baton.dev")["metadata"]["resourceVersion"]
+    helm(
+        "upgrade",
+        release,
+        str(CHART),
+        "-n",
+        namespace,
+        "--reuse-values",
+        "--set=operator.replicas=3",
+        "--set=image.tag=0.1.1",
+    )
+    dep = get_json(kubectl, "deployment", full, "-n", namespace)
+    assert dep["spec"]["replicas"] == 3
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":0.1.1")
+    assert json.loads(helm("status", release, "-n", namespace, "-o", "json").stdout)["version"] == 2
+    assert get_json(kubectl, "crd", "streamapps.baton.dev")["metadata"]["resourceVersion"] == crd_rv
+
+    # Uninstall removes what the chart made, cluster-scoped objects included, and keeps the CRD.
+    helm("uninstall", release, "-n", namespace, "--wait", "--timeout=60s")
+    for kind, name in (("deployment", full), ("role", full), ("kopfpeering", full), ("pdb", full)):
+        assert try_get_json(kubectl, kind, name, "-n", namespace) is None, f"{kind}/{name} left behind"
+    assert try_get_json(kubectl, "clusterrole", f"{full}-{namespace}-discovery") is None
+    assert try_get_json(kubectl, "crd", "streamapps.baton.dev") is not None
+    assert failed_create_events(kubectl, namespace) == []
+
+
+def test_cluster_wide_install_and_uninstall(
+    helm: Helm, release: str, kubectl: KubectlFn, namespace: str
+) -> None:
+    """The default values: ClusterRole, ClusterRoleBinding and ClusterKopfPeering, all removed again."""
+    helm.install(release, namespace)
+    full = f"{release}-baton"
+    role = get_json(kubectl, "clusterrole", full)
+    assert any("clusterkopfpeerings" in r["resources"] for r in role["rules"])
+    binding = get_json(kubectl, "clusterrolebinding", full)
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": full, "namespace": namespace}]
+    assert try_get_json(kubectl, "clusterkopfpeering", full)
+    helm("uninstall", release, "-n", namespace, "--wait", "--timeout=60s")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and try_get_json(kubectl, "clusterrole", full) is not None:
+        time.sleep(0.5)
+    for kind in ("clusterrole", "clusterrolebinding", "clusterkopfpeering"):
+        assert try_get_json(kubectl, kind, full) is None, f"{kind}/{full} left behind"

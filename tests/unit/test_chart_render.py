@@ -1,0 +1,256 @@
+"""charts/baton rendered by the real helm: lint, the objects it makes, and what they say.
+
+`helm template` needs no cluster, so these are unit tests; the chart installed into the real
+API server is tests/integration/test_chart_install.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from batondev import gobuild
+
+from baton.operator import rbac
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "baton"
+
+pytestmark = pytest.mark.unit
+
+Obj = dict[str, Any]
+
+
+def helm_bin() -> Path:
+    helm = gobuild.helm_dir() / "bin" / "helm"
+    if not helm.exists():
+        pytest.fail(f"helm is not installed at {helm}: run `dev/stack up helm` once", pytrace=False)
+    return helm
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run([str(helm_bin()), *args], capture_output=True, text=True, timeout=60)
+    if check and out.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")
+    return out
+
+
+def set_args(values: dict[str, str]) -> list[str]:
+    return [a for k, v in values.items() for a in ("--set-json" if v[:1] in "[{" else "--set", f"{k}={v}")]
+
+
+def render(values: dict[str, str] | None = None, *extra: str, namespace: str = "baton-system") -> list[Obj]:
+    """The chart's objects for ``--set key=value`` pairs (JSON values go through --set-json)."""
+    out = helm("template", "rel", str(CHART), "-n", namespace, *set_args(values or {}), *extra)
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def find(objs: list[Obj], kind: str, name: str | None = None, namespace: str | None = None) -> list[Obj]:
+    return [
+        o
+        for o in objs
+        if o["kind"] == kind
+        and (name is None or o["metadata"]["name"] == name)
+        and (namespace is None or o["metadata"].get("namespace") == namespace)
+    ]
+
+
+def one(objs: list[Obj], kind: str, name: str | None = None, namespace: str | None = None) -> Obj:
+    found = find(objs, kind, name, namespace)
+    assert len(found) == 1, f"expected one {kind} {name or ''} in {namespace}, got {len(found)}"
+    return found[0]
+
+
+def canonical(rules: list[Obj]) -> list[tuple[tuple[str, ...], ...]]:
+    """Rules as comparable, order-insensitive tuples."""
+    return sorted(
+        tuple(tuple(sorted(r.get(k) or [])) for k in ("apiGroups", "resources", "resourceNames", "verbs"))
+        for r in rules
+    )
+
+
+def restricted_violations(pod_spec: Obj) -> list[str]:
+    """What Pod Security "restricted" (v1.35) would refuse in a Pod spec: the static half of the check."""
+    problems: list[str] = []
+    psc = pod_spec.get("securityContext") or {}
+    if (psc.get("seccompProfile") or {}).get("type") not in ("RuntimeDefault", "Localhost"):
+        problems.append("pod seccompProfile must be RuntimeDefault")
+    for c in pod_spec.get("containers", []) + pod_spec.get("initContainers", []):
+        sc = c.get("securityContext") or {}
+        name = c["name"]
+        if sc.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{name}: allowPrivilegeEscalation must be false")
+        if (sc.get("capabilities") or {}).get("drop") != ["ALL"]:
+            problems.append(f"{name}: capabilities must drop ALL")
+        if not (sc.get("runAsNonRoot") or psc.get("runAsNonRoot")):
+            problems.append(f"{name}: runAsNonRoot must be true")
+        if sc.get("readOnlyRootFilesystem") is not True:  # not PSS, but Baton's own promise
+            problems.append(f"{name}: readOnlyRootFilesystem must be true")
+        if sc.get("privileged") or sc.get("runAsUser") == 0 or psc.get("runAsUser") == 0:
+            problems.append(f"{name}: runs privileged or as root")
+    for v in pod_spec.get("volumes", []):
+        if "hostPath" in v:
+            problems.append(f"volume {v['name']} is a hostPath")
+    return problems
+
+
+def test_lint_strict_with_defaults_and_with_everything_on() -> None:
+    helm("lint", "--strict", str(CHART))
+    everything = {
+        "operator.watchNamespaces": '["apps","apps-2"]',
+        "metrics.serviceMonitor.enabled": "true",
+        "metrics.podMonitor.enabled": "true",
+        "metrics.prometheusRule.enabled": "true",
+        "metrics.dashboard.enabled": "true",
+        "rbac.kafkaSecrets": '[{"namespace":"apps","names":["kafka-scram"]}]',
+    }
+    helm("lint", "--strict", str(CHART), *set_args(everything))
+
+
+def test_crds_are_the_repository_crds_not_copies() -> None:
+    """charts/baton/crds/ holds symlinks, so the chart cannot drift from crds/ and the peering CRDs."""
+    links = {p.name: p for p in (CHART / "crds").iterdir()}
+    assert set(links) == {"streamapps.baton.dev.yaml", "kopf-peerings.yaml"}
+    assert all(p.is_symlink() for p in links.values())
+    assert links["streamapps.baton.dev.yaml"].resolve() == REPO / "crds" / "streamapps.baton.dev.yaml"
+    assert links["kopf-peerings.yaml"].resolve() == REPO / "baton/operator/manifests/peering-crds.yaml"
+    # What helm actually ships is the same content: it follows the links.
+    rendered = helm("template", "rel", str(CHART), "--include-crds").stdout
+    shipped = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "CustomResourceDefinition"]
+    root = [
+        d
+        for path in ("crds/streamapps.baton.dev.yaml", "baton/operator/manifests/peering-crds.yaml")
+        for d in yaml.safe_load_all((REPO / path).read_text())
+        if d
+    ]
+    key = lambda d: d["metadata"]["name"]  # noqa: E731
+    assert sorted(shipped, key=key) == sorted(root, key=key)
+
+
+def test_default_install_is_cluster_wide_with_two_restricted_replicas() -> None:
+    objs = render()
+    dep = one(objs, "Deployment", "rel-baton", "baton-system")
+    spec = dep["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == "ghcr.io/baton-dev/baton:0.1.0"
+    args = container["args"]
+    assert args[0] == "operator"
+    assert "--peering=rel-baton" in args and "--standalone" not in args
+    assert not any(a.startswith("--namespace") for a in args), "no namespace flag means all namespaces"
+    assert "--liveness=http://0.0.0.0:8081/healthz" in args
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"]["port"] == "health"
+    assert container["resources"]["requests"] == {"cpu": "100m", "memory": "192Mi"}
+    assert {"name": "BATON_OPERATOR_METRICS_PORT", "value": "8080"} in container["env"]
+    assert restricted_violations(pod) == []
+    assert pod["serviceAccountName"] == "rel-baton"
+
+    pdb = one(objs, "PodDisruptionBudget", "rel-baton")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    svc = one(objs, "Service", "rel-baton-metrics")
+    assert svc["spec"]["selector"] == spec["selector"]["matchLabels"]
+    assert svc["spec"]["ports"] == [
+        {"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+
+    role = one(objs, "ClusterRole", "rel-baton")
+    assert canonical(role["rules"]) == canonical(rbac.operator_rules(clusterwide=True))
+    binding = one(objs, "ClusterRoleBinding", "rel-baton")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "rel-baton", "namespace": "baton-system"}
+    ]
+    assert one(objs, "ClusterKopfPeering", "rel-baton")
+    assert not find(objs, "Role") and not find(objs, "KopfPeering")
+    for optional in ("ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap"):
+        assert not find(objs, optional), f"{optional} is off by default"
+
+
+def test_namespaced_install_grants_only_discovery_cluster_wide() -> None:
+    objs = render({"operator.watchNamespaces": '["apps","apps-2"]'})
+    # Same split as rbac.rbac_objects(namespaced): a Role per namespace, cluster-scoped reads only.
+    builder = {o["kind"]: o for o in rbac.rbac_objects("rel-baton", "baton-system", clusterwide=False)}
+    (cluster_role,) = find(objs, "ClusterRole")
+    assert cluster_role["metadata"]["name"] == "rel-baton-baton-system-discovery"
+    assert canonical(cluster_role["rules"]) == canonical(builder["ClusterRole"]["rules"])
+    assert all(v in ("list", "watch") for r in cluster_role["rules"] for v in r["verbs"])
+    assert one(objs, "ClusterRoleBinding")["roleRef"]["name"] == cluster_role["metadata"]["name"]
+    assert not find(objs, "ClusterKopfPeering")
+    for ns in ("apps", "apps-2"):
+        role = one(objs, "Role", "rel-baton", ns)
+        assert canonical(role["rules"]) == canonical(rbac.namespaced_rules())
+        binding = one(objs, "RoleBinding", "rel-baton", ns)
+        assert binding["subjects"][0]["namespace"] == "baton-system"
+        assert one(objs, "KopfPeering", "rel-baton", ns)
+    args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--namespace=")] == ["--namespace=apps", "--namespace=apps-2"]
+
+
+def test_no_secret_access_except_the_named_kafka_secrets() -> None:
+    for objs in (render(), render({"operator.watchNamespaces": '["apps"]'})):
+        for role in find(objs, "ClusterRole") + find(objs, "Role"):
+            assert all("secrets" not in r["resources"] for r in role["rules"]), role["metadata"]
+    objs = render({"rbac.kafkaSecrets": '[{"namespace":"apps","names":["kafka-scram","kafka-tls"]}]'})
+    role = one(objs, "Role", "rel-baton-kafka-secrets", "apps")
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["kafka-scram", "kafka-tls"],
+            "verbs": ["get"],
+        }
+    ]
+    binding = one(objs, "RoleBinding", "rel-baton-kafka-secrets", "apps")
+    assert binding["roleRef"]["name"] == "rel-baton-kafka-secrets"
+
+
+def test_values_schema_refuses_typos_and_bad_values() -> None:
+    for bad in (
+        {"operator.replica": "3"},
+        {"operator.watchNamespaces": '["Not_A_Namespace"]'},
+        {"image.pullPolicy": "Sometimes"},
+        {"metrics.prometheusRule.thresholds.restoreStuckFor": "soon"},
+    ):
+        out = helm("template", "rel", str(CHART), *set_args(bad), check=False)
+        assert out.returncode != 0, f"{bad} was accepted"
+        assert "values don't meet the specifications of the schema" in out.stderr, out.stderr
+
+
+def test_values_file_matches_its_schema() -> None:
+    import json
+
+    import jsonschema  # type: ignore[import-untyped]
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    jsonschema.Draft7Validator.check_schema(schema)
+    jsonschema.validate(yaml.safe_load((CHART / "values.yaml").read_text()), schema)
+
+
+def test_overrides_reach_the_deployment() -> None:
+    objs = render(
+        {
+            "image.tag": "9.9.9",
+            "operator.replicas": "3",
+            "operator.kafka": "false",
+            "operator.peering.name": "custom-peering",
+            "operator.metricsPort": "9100",
+            "podDisruptionBudget.enabled": "false",
+            "serviceAccount.name": "baton-op",
+        }
+    )
+    dep = one(objs, "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    assert dep["spec"]["replicas"] == 3
+    assert pod["containers"][0]["image"].endswith(":9.9.9")
+    assert "--no-kafka" in pod["containers"][0]["args"]
+    assert "--peering=custom-peering" in pod["containers"][0]["args"]
+    assert one(objs, "ClusterKopfPeering", "custom-peering")
+    assert pod["serviceAccountName"] == "baton-op"
+    assert one(objs, "ServiceAccount", "baton-op")
+    assert one(objs, "Service")["spec"]["ports"][0]["port"] == 9100
+    assert not find(objs, "PodDisruptionBudget")
