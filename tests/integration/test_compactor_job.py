@@ -1,0 +1,221 @@
+"""The compactor against the real broker and real workers, with PySpark in local mode.
+
+One SparkSession serves the module (starting one costs 10-20 s). Changelogs come from the
+click counter example run by real ``baton run`` subprocesses on real input.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from batondev import spark as spark_jars
+from click.testing import CliRunner
+from confluent_kafka import Producer
+
+from baton.compactor.cli import compact
+from baton.compactor.job import JobConfig, run
+from baton.compactor.session import session
+from baton.worker import snapshot
+from baton.worker.stores import RocksDBStore
+from baton.worker.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "click_counter.py")
+STORE = "user-counts-store"
+PARTITIONS = 4
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    spark_session = session("local[2]", spark_jars.jars(), app_name="baton-compactor-tests")
+    yield spark_session
+    spark_session.stop()
+
+
+def _clicks(start: int, n: int, users: int) -> list[tuple[bytes, bytes]]:
+    return [(f"u{i % users}".encode(), orjson.dumps({"user_id": f"u{i % users}", "timestamp": i}))
+            for i in range(start, start + n)]
+
+
+class App:
+    """One application id of the click counter on a clicks topic, with helpers to feed it and read its state."""
+
+    def __init__(self, bootstrap: str, app_id: str, clicks: str, counts: str, tmp: Path) -> None:
+        self.bootstrap, self.app_id, self.clicks, self.counts, self.tmp = bootstrap, app_id, clicks, counts, tmp
+        self.expected: Counter[str] = Counter()
+        self.changelog = f"{app_id}-{STORE}-changelog"
+
+    def worker(self, state: str, env: dict[str, str] | None = None) -> WorkerProcess:
+        return WorkerProcess(EXAMPLE, bootstrap=self.bootstrap, application_id=self.app_id,
+                             state_dir=self.tmp / state, log_path=self.tmp / f"{self.app_id}-{state}.log",
+                             instance_id="w", extra_args=["--no-write-cache"],
+                             env={"CLICKS_TOPIC": self.clicks, "COUNTS_TOPIC": self.counts, **(env or {})})
+
+    def feed(self, start: int, n: int, users: int, *, produce_input: bool = True) -> None:
+        batch = _clicks(start, n, users)
+        self.expected.update(k.decode() for k, _ in batch)
+        if produce_input:
+            produce(self.bootstrap, self.clicks, batch)
+        wait_for(lambda: self.sink() == dict(self.expected), 90, f"{self.app_id}: counts never matched", 1)
+
+    def sink(self) -> dict[str, int]:
+        return {k.decode(): int(v) for k, v in latest_by_key(read_all(self.bootstrap, self.counts)).items()
+                if k is not None and v is not None}
+
+    def store(self, state: str, partition: int) -> tuple[dict[bytes, bytes], int | None]:
+        """A stopped worker's RocksDB store of one partition: content and checkpoint."""
+        db = RocksDBStore(self.tmp / state / self.app_id / f"0_{partition}" / STORE)
+        try:
+            return dict(db.items()), db.checkpoint()
+        finally:
+            db.close()
+
+
+def _app(kafka_bootstrap: str, new_topic: Callable[..., str], app_id: str, tmp: Path,
+         clicks: str | None = None) -> App:
+    clicks = clicks or new_topic(PARTITIONS, name=f"{app_id}-clicks")
+    return App(kafka_bootstrap, app_id, clicks, new_topic(PARTITIONS, name=f"{app_id}-counts"), tmp)
+
+
+def test_snapshot_equals_the_store_at_the_covered_offset(
+    spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+) -> None:
+    app = _app(kafka_bootstrap, new_topic, unique_name, tmp_path)
+    root = str(tmp_path / "snapshots")
+    w = app.worker("a").start()
+    w.wait_ready()
+    app.feed(0, 3000, 97)
+    assert w.stop() == 0
+
+    report = run(spark, JobConfig(kafka_bootstrap, [app.app_id], root, keep=2))
+    assert report["summary"]["records_read"] == 3000  # cache off: one changelog record per click
+    assert report["summary"]["live_keys"] == 97
+    assert report["findings"] == []
+    changelog = read_all(kafka_bootstrap, app.changelog)
+    for p in range(PARTITIONS):
+        snap = snapshot.newest(root, app.app_id, STORE, p)
+        assert snap is not None
+        content = dict(snapshot.read(snap))
+        store, checkpoint = app.store("a", p)
+        assert checkpoint is not None and checkpoint <= snap.end_offset
+        # the store reflects the changelog up to its checkpoint; nothing was committed between it and the end
+        assert not [r for r in read_all(kafka_bootstrap, app.changelog, start={p: checkpoint}) if r.partition == p]
+        assert content == store, f"partition {p}"
+        # and a plain consumer's replay of [0, end_offset) agrees
+        replay = latest_by_key(r for r in changelog if r.partition == p and r.offset < snap.end_offset)
+        assert content == {k: v for k, v in replay.items() if k is not None and v is not None}
+        assert snap.records == len(content)
+
+    # nothing new: no new snapshot; new input: one more per partition, and only `keep` are kept
+    assert run(spark, JobConfig(kafka_bootstrap, [app.app_id], root, keep=2))["summary"]["snapshots_written"] == 0
+    for round_ in (1, 2):
+        w.start()
+        w.wait_ready()
+        app.feed(3000 * round_, 400, 97)
+        assert w.stop() == 0
+        assert run(spark, JobConfig(kafka_bootstrap, [app.app_id], root, keep=2))["summary"]["snapshots_written"] \
+            == PARTITIONS
+    for p in range(PARTITIONS):
+        kept = snapshot.snapshots(root, app.app_id, STORE, p)
+        assert len(kept) == 2
+        assert dict(snapshot.read(kept[0])) == app.store("a", p)[0]
+
+
+def test_restore_from_a_snapshot_reads_fewer_records_and_ends_identical(
+    spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+) -> None:
+    app = _app(kafka_bootstrap, new_topic, unique_name, tmp_path)
+    root = str(tmp_path / "snapshots")
+    a = app.worker("a").start()
+    a.wait_ready()
+    app.feed(0, 3000, 50)
+    assert a.stop() == 0
+    run(spark, JobConfig(kafka_bootstrap, [app.app_id], root))
+    a.start()
+    a.wait_ready()
+    app.feed(3000, 500, 50)  # the changelog after the snapshot
+    assert a.stop() == 0
+    total = len(read_all(kafka_bootstrap, app.changelog))
+    assert total == 3500
+
+    with_snapshot = app.worker("b", env={"BATON_SNAPSHOT_STORE": root}).start()
+    with_snapshot.wait_ready()
+    assert with_snapshot.stop() == 0
+    without = app.worker("c").start()
+    without.wait_ready()
+    assert without.stop() == 0
+
+    assert without.restored() == total
+    assert with_snapshot.restored() == 500 < total
+    loaded = [line for line in with_snapshot.logs() if line.get("msg") == "store loaded from snapshot"]
+    assert len(loaded) == PARTITIONS and sum(int(str(line["records"])) for line in loaded) == 50
+    for p in range(PARTITIONS):
+        b_store, b_checkpoint = app.store("b", p)
+        c_store, c_checkpoint = app.store("c", p)
+        assert b_store == c_store == app.store("a", p)[0]
+        assert b_checkpoint == c_checkpoint
+    assert sum(int(v) for p in range(PARTITIONS) for v in app.store("b", p)[0].values()) == 3500
+
+
+def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app(
+    spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clicks = new_topic(PARTITIONS, name=f"{unique_name}-clicks")
+    blue = _app(kafka_bootstrap, new_topic, f"{unique_name}-blue", tmp_path, clicks)
+    green = _app(kafka_bootstrap, new_topic, f"{unique_name}-green", tmp_path, clicks)
+    workers = [blue.worker("state").start(), green.worker("state").start()]
+    for w in workers:
+        w.wait_ready()
+    produce(kafka_bootstrap, clicks, _clicks(0, 2000, 40))
+    blue.feed(0, 2000, 40, produce_input=False)
+    green.feed(0, 2000, 40, produce_input=False)
+    for w in workers:
+        assert w.stop() == 0
+    root = str(tmp_path / "snapshots")
+    monkeypatch.setenv("CLICKS_TOPIC", clicks)  # the topology reads its topic names from the environment
+    args = ["--application-id", blue.app_id, "--application-id", green.app_id, "--snapshot-store", root,
+            "--bootstrap-servers", kafka_bootstrap, "--topology", EXAMPLE, "--fail-on-findings"]
+
+    def audit(expect_exit: int) -> dict[str, Any]:
+        result = CliRunner().invoke(compact, args, catch_exceptions=False)
+        assert result.exit_code == expect_exit, result.output
+        report: dict[str, Any] = orjson.loads((Path(root) / blue.app_id / "_audit" / "latest.json").read_bytes())
+        return report
+
+    clean = audit(0)
+    assert clean["findings"] == []
+    assert clean["audits"]["colors"][unique_name]["compared"] is True
+    assert clean["audits"]["colors"][unique_name]["stores"][STORE]["compared"] == 40
+    for app_id in (blue.app_id, green.app_id):
+        assert clean["audits"]["recompute"]["apps"][app_id]["subtopologies"]["0"]["compared"] == 40
+    assert 'baton_audit_findings' in (Path(root) / blue.app_id / "_audit" / "metrics.prom").read_text()
+
+    # a changelog record that does not follow from the input, and a changelog without compaction
+    victim = read_all(kafka_bootstrap, blue.changelog)[0]
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(blue.changelog, b"999999", victim.key, partition=victim.partition)
+    assert producer.flush(30) == 0
+    new_topic(1, config={"cleanup.policy": "delete"}, name=f"{blue.app_id}-legacy-changelog")
+
+    flagged = audit(3)
+    legacy = f"{blue.app_id}-legacy-changelog"
+    kinds = Counter(f["kind"] for f in flagged["findings"] if f["topic"] != legacy)
+    assert kinds == {"divergence-recompute": 1, "divergence-colors": 1}, flagged["findings"]
+    # the broker's default segment settings (1 GiB, 7 days) are flagged too
+    assert {f["kind"] for f in flagged["findings"] if f["topic"] == legacy} == {
+        "cleanup-policy", "segment-bytes", "segment-ms"}
+    recompute = next(f for f in flagged["findings"] if f["kind"] == "divergence-recompute")
+    assert recompute["details"]["different"] == 1
+    assert victim.key is not None
+    user = victim.key.decode()
+    assert recompute["details"]["samples"] == [{"key": user, "expected": str(blue.expected[user]),
+                                                "actual": "999999"}]
+    colors = next(f for f in flagged["findings"] if f["kind"] == "divergence-colors")
+    assert colors["details"]["different"] == 1 and colors["topic"] == STORE
