@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from batondev import kube, procs
-from batondev.podrunner.runner import Options, Runner
+
+if TYPE_CHECKING:
+    from batondev.podrunner.runner import Options
 
 COMPONENT_PREFIX = "podrunner-"
 
@@ -71,6 +74,8 @@ def _build(
     backoff_cap: float,
     workdir: Path | None,
 ) -> Options:
+    from batondev.podrunner.runner import Options  # kubernetes is slow to import: only when needed
+
     if not (namespaces or selector or run_all):
         raise click.UsageError("say which Pods to run: --namespace, --selector or --all")
     options = Options(
@@ -96,6 +101,8 @@ def main() -> None:
 @_options
 def run(**kwargs: object) -> None:
     """Register the Node and run the selected Pods in the foreground until SIGTERM or Ctrl-C."""
+    from batondev.podrunner.runner import Runner
+
     runner = Runner(_build(**kwargs))  # type: ignore[arg-type]
     runner.install_signal_handlers()
     runner.run()
