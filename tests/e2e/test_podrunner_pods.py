@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from batondev import paths
 from batondev.podrunner import harness, process
 
 pytestmark = pytest.mark.e2e
@@ -127,7 +128,7 @@ def test_restart_policies_and_config_errors(kubectl: KubectlFn, namespace: str, 
         wait_for(
             "flaky Succeeded", lambda: phase(kubectl, ns, "flaky") == "Succeeded", runner.tail, timeout=40
         )
-        logs = (Path.home() / ".cache/baton/run/podrunner" / ns / "ok" / "main.log").read_text()
+        logs = (paths.RUN / "podrunner" / ns / "ok" / "main.log").read_text()
         assert "done" in logs
 
 
@@ -141,7 +142,7 @@ def test_selector_and_detached_cli(kubectl: KubectlFn, namespace: str) -> None:
     kubectl("apply", "-n", ns, "-f", "-", input=bare_pod("ignored", serve, policy="Always"))
     cli = [str(REPO / "dev" / "podrunner")]
     subprocess.run([*cli, "start", "--node", node, "-n", ns, "-l", "run=yes"], check=True, timeout=60)
-    log = Path.home() / ".cache/baton/run" / f"podrunner-{node}" / "log"
+    log = paths.RUN / f"podrunner-{node}" / "log"
 
     def tail() -> str:
         return log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
@@ -169,3 +170,26 @@ def test_selector_and_detached_cli(kubectl: KubectlFn, namespace: str) -> None:
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     assert kubectl("get", "node", node, check=False).returncode != 0
+
+
+WHOAMI = """
+from kubernetes import client, config
+config.load_kube_config()
+review = client.AuthenticationV1Api().create_self_subject_review({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+print("user:", review.status.user_info.username, flush=True)
+"""
+
+
+def test_service_account_token_reaches_the_api(kubectl: KubectlFn, namespace: str, tmp_path: Path) -> None:
+    """A process that talks to the API server does it as its Pod's ServiceAccount (as the operator will)."""
+    ns = namespace
+    wait_for(
+        "default ServiceAccount",
+        lambda: kubectl("get", "serviceaccount", "default", "-n", ns, check=False).returncode == 0,
+        lambda: "",
+    )
+    with harness.running(ns, log_dir=tmp_path) as runner:
+        kubectl("apply", "-n", ns, "-f", "-", input=bare_pod("whoami", WHOAMI, policy="Never"))
+        wait_for("whoami Succeeded", lambda: phase(kubectl, ns, "whoami") == "Succeeded", runner.tail)
+    log = (paths.RUN / "podrunner" / ns / "whoami" / "main.log").read_text()
+    assert f"user: system:serviceaccount:{ns}:default" in log
