@@ -1,0 +1,123 @@
+"""The operator's RBAC as the real API server's authorizer sees it, through impersonation.
+
+`kubectl auth can-i --as=system:serviceaccount:<ns>:<sa>` asks the API server's RBAC
+authorizer (SubjectAccessReview); the admin kubeconfig may impersonate. Checked: what the
+operator needs is allowed, and Secrets are readable only by name where the chart was told.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration import test_chart_install as chart
+from tests.integration.test_chart_install import Helm
+from tests.integration.test_operator_harness import KubectlFn
+
+pytestmark = pytest.mark.integration
+
+# The chart tests' fixtures, shared.
+helm = chart.helm
+release = chart.release
+
+# (verb, resource) the operator needs in each namespace it watches.
+NEEDED = [
+    ("watch", "streamapps.baton.dev"),
+    ("patch", "streamapps.baton.dev"),
+    ("patch", "streamapps.baton.dev/status"),
+    ("update", "streamapps.baton.dev/finalizers"),
+    ("create", "statefulsets.apps"),
+    ("patch", "statefulsets.apps"),
+    ("delete", "statefulsets.apps"),
+    ("create", "services"),
+    ("create", "serviceaccounts"),
+    ("create", "poddisruptionbudgets.policy"),
+    ("create", "events"),
+    ("create", "events.events.k8s.io"),
+    ("patch", "kopfpeerings.kopf.dev"),
+]
+# Never: the operator builds Pods through StatefulSets and never reads or execs into them.
+NEVER = [
+    ("list", "secrets"),
+    ("watch", "secrets"),
+    ("create", "secrets"),
+    ("create", "pods"),
+    ("create", "pods/exec"),
+    ("delete", "persistentvolumeclaims"),
+    ("create", "roles.rbac.authorization.k8s.io"),
+    ("create", "rolebindings.rbac.authorization.k8s.io"),
+    ("create", "deployments.apps"),
+]
+
+
+def can_i(
+    kubectl: KubectlFn, sa: str, verb: str, resource: str, namespace: str | None, *, name: str = ""
+) -> bool:
+    target = f"{resource}/{name}" if name else resource
+    ns = ["-n", namespace] if namespace else []
+    out = kubectl("auth", "can-i", verb, target, *ns, f"--as={sa}", check=False)
+    answer = out.stdout.strip()
+    assert answer in ("yes", "no"), f"can-i {verb} {target}: {out.stdout} {out.stderr}"
+    return answer == "yes"
+
+
+def check(
+    kubectl: KubectlFn, sa: str, namespace: str | None, rules: list[tuple[str, str]], want: bool
+) -> list[str]:
+    return [f"{v} {r} in {namespace}" for v, r in rules if can_i(kubectl, sa, v, r, namespace) != want]
+
+
+def test_namespaced_operator_can_do_its_job_and_no_more(
+    helm: Helm, release: str, kubectl: KubectlFn, namespace: str
+) -> None:
+    apps = f"{namespace[:40]}-apps"
+    kubectl("create", "namespace", apps)
+    try:
+        for ns, name in ((apps, "kafka-scram"), (apps, "other-secret"), (namespace, "kafka-scram")):
+            kubectl("create", "secret", "generic", name, "-n", ns, "--from-literal=password=x")
+        helm.install(
+            release,
+            namespace,
+            f"operator.watchNamespaces={{{apps}}}",
+            f'--set-json=rbac.kafkaSecrets=[{{"namespace":"{apps}","names":["kafka-scram"]}}]',
+        )
+        sa = f"system:serviceaccount:{namespace}:{release}-baton"
+
+        assert check(kubectl, sa, apps, NEEDED, want=True) == []
+        assert check(kubectl, sa, apps, NEVER, want=False) == []
+        # Cluster-scoped reads that kopf makes even in namespaced mode, and nothing else there.
+        assert (
+            check(kubectl, sa, None, [("list", "namespaces"), ("watch", "customresourcedefinitions")], True)
+            == []
+        )
+        assert check(kubectl, sa, None, [("delete", "namespaces"), ("create", "clusterroles")], False) == []
+        # A namespace it does not watch: nothing (its own release namespace included).
+        unwatched = [("create", "statefulsets.apps"), ("patch", "streamapps.baton.dev/status")]
+        assert check(kubectl, sa, namespace, unwatched, want=False) == []
+        assert check(kubectl, sa, "default", unwatched, want=False) == []
+
+        # Secrets: only the one it was given, by name, and only get.
+        assert can_i(kubectl, sa, "get", "secrets", apps, name="kafka-scram")
+        assert not can_i(kubectl, sa, "get", "secrets", apps, name="other-secret")
+        assert not can_i(kubectl, sa, "get", "secrets", namespace, name="kafka-scram")
+        assert not can_i(kubectl, sa, "update", "secrets", apps, name="kafka-scram")
+        # The authorizer's answer is what a real request gets.
+        denied = kubectl("get", "secret", "other-secret", "-n", apps, f"--as={sa}", check=False)
+        assert denied.returncode != 0 and "Forbidden" in denied.stderr, denied.stderr
+        allowed = kubectl("get", "secret", "kafka-scram", "-n", apps, f"--as={sa}", "-o", "name")
+        assert allowed.stdout.strip() == "secret/kafka-scram"
+    finally:
+        kubectl("delete", "namespace", apps, "--wait=false", check=False)
+
+
+def test_cluster_wide_operator_reads_no_secrets_anywhere(
+    helm: Helm, release: str, kubectl: KubectlFn, namespace: str
+) -> None:
+    helm.install(release, namespace)
+    sa = f"system:serviceaccount:{namespace}:{release}-baton"
+    for ns in (namespace, "default"):
+        assert check(kubectl, sa, ns, NEEDED, want=True) == []
+        assert check(kubectl, sa, ns, [*NEVER, ("get", "secrets")], want=False) == []
+    assert (
+        check(kubectl, sa, None, [("patch", "clusterkopfpeerings.kopf.dev"), ("list", "namespaces")], True)
+        == []
+    )
