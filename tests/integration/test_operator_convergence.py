@@ -130,8 +130,19 @@ def test_idempotent_and_converges_after_a_kill(
         timeout=30,
     )
     assert second.proc.poll() is None
-    events = kubectl("get", "events", "-n", namespace, "--field-selector", "reason=Updated").stdout
-    assert "StatefulSet/click-counter-blue" in events
+
+    # The recreation is announced as a decision like any other (the first creation was too).
+    def created_green() -> int:
+        items = json.loads(
+            kubectl(
+                "get", "events", "-n", namespace, "--field-selector", "reason=Created", "-o", "json"
+            ).stdout
+        )["items"]
+        return sum(
+            e.get("count", 1) for e in items if e["message"] == "created StatefulSet/click-counter-green"
+        )
+
+    wait_for("two Created events for green", lambda: created_green() >= 2, timeout=15)
 
 
 def test_strategy_change_prunes_the_other_color(
