@@ -193,3 +193,40 @@ def test_service_account_token_reaches_the_api(kubectl: KubectlFn, namespace: st
         wait_for("whoami Succeeded", lambda: phase(kubectl, ns, "whoami") == "Succeeded", runner.tail)
     log = (paths.RUN / "podrunner" / ns / "whoami" / "main.log").read_text()
     assert f"user: system:serviceaccount:{ns}:default" in log
+
+
+def test_kube_scheduler_binds_tolerating_pods(kubectl: KubectlFn, namespace: str, tmp_path: Path) -> None:
+    """--scheduler: kube-scheduler places the Pod once the runner has bound its claim."""
+    ns = namespace
+    node = f"podrunner-sched-{uuid.uuid4().hex[:6]}"
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "box"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    pod_obj = json.loads(
+        bare_pod(
+            "writer",
+            "import os; open(os.environ['OUT'], 'w').write('written')",
+            policy="Never",
+            env=[{"name": "OUT", "value": "/box/out.txt"}],
+        )
+    )
+    spec = pod_obj["spec"]
+    spec["containers"][0]["volumeMounts"] = [{"name": "box", "mountPath": "/box"}]
+    spec["volumes"] = [{"name": "box", "persistentVolumeClaim": {"claimName": "box"}}]
+    # the toleration lets kube-scheduler use a runner's Node; the nodeSelector picks this test's one
+    spec["tolerations"] = [{"key": "podrunner.baton.dev/local", "operator": "Exists", "effect": "NoSchedule"}]
+    spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(claim))
+    kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(pod_obj))
+    with harness.running(ns, node=node, extra=["--scheduler"], log_dir=tmp_path) as runner:
+        wait_for(
+            "writer Succeeded", lambda: phase(kubectl, ns, "writer") == "Succeeded", runner.tail, timeout=60
+        )
+    writer = pod(kubectl, ns, "writer")
+    assert writer is not None and writer["spec"]["nodeName"] == node
+    bound = json.loads(kubectl("get", "pvc", "box", "-n", ns, "-o", "json").stdout)
+    assert bound["status"]["phase"] == "Bound"
+    assert (paths.RUN / "podrunner" / ns / "pvc" / "box" / "out.txt").read_text() == "written"

@@ -4,9 +4,10 @@ There is no kubelet or container runtime on the machines that run Baton's tests 
 so nothing would ever run the Pods that kube-controller-manager's StatefulSet controller
 creates. ``dev/podrunner`` fills that gap with real processes and the real API server:
 
-* it registers a Node (tainted so kube-scheduler leaves other people's Pods alone, unless
-  ``--scheduler``), heartbeats it through a Lease, binds the Pods it was told to run
-  (``--namespace``, ``--selector``, ``--all``) and a PersistentVolume per claim they use;
+* it registers a Node (tainted, so kube-scheduler leaves other people's Pods alone, unless
+  ``--untainted``), heartbeats it through a Lease, binds the Pods it was told to run
+  (``--namespace``, ``--selector``, ``--all``; or lets kube-scheduler bind with
+  ``--scheduler``) and creates a PersistentVolume per claim they use;
 * it runs each container's ``command`` + ``args`` as a local process (the image is ignored)
   with the Pod's env resolved as the kubelet would (downward API, Secrets, ConfigMaps,
   ``$(VAR)`` expansion), ``baton`` from the project's virtualenv first on ``PATH``;

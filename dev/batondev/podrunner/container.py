@@ -10,6 +10,7 @@ so a Secret fixed after a CreateContainerConfigError is picked up on the next tr
 
 from __future__ import annotations
 
+import shlex
 import signal
 import time
 from collections.abc import Callable, Mapping
@@ -111,7 +112,7 @@ class Container:
                 env=launch.env,
                 cwd=launch.cwd,
                 log=launch.log,
-                banner=" ".join(launch.argv)[:500],
+                banner=shlex.join(launch.argv).replace("\n", "\\n")[:300],
             )
         except OSError as exc:
             self.view.state, self.view.reason, self.view.message = "waiting", "RunContainerError", str(exc)

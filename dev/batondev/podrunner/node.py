@@ -1,10 +1,11 @@
 """The Node the pod runner stands for: registration, heartbeat and removal.
 
 The Node carries the taint ``podrunner.baton.dev/local=true:NoSchedule`` unless the runner
-was started with ``--scheduler``: the API server is shared by tests that run in parallel,
-and an untainted Node would make kube-scheduler place *their* Pods here too. With the
-taint, the runner binds only the Pods it selected itself (``runner``); without it,
-kube-scheduler binds and the runner runs what lands on the Node.
+was started with ``--untainted``: the API server is shared by tests that run in parallel,
+and an untainted Node would make kube-scheduler place *their* Pods here too. By default the
+runner binds the Pods it selected itself (``runner``), which ignores taints as a
+``nodeName`` does. With ``--scheduler`` kube-scheduler binds instead: then only Pods that
+tolerate the taint land here (or any Pod, with ``--untainted``).
 
 Heartbeat is the kubelet's: a Lease in ``kube-node-lease`` renewed every 10 s, and the
 Ready condition's ``lastHeartbeatTime`` refreshed every minute.

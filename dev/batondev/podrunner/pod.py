@@ -137,6 +137,9 @@ class PodWorker(threading.Thread):
             self._wake.wait(1.0)
             self._wake.clear()
         else:
+            if self._deleting() and not self._gone:  # deleted before it ever ran here
+                meta = self.pod["metadata"]
+                self.ctx.api.delete("v1", "Pod", meta["name"], meta["namespace"], grace=0, uid=self.uid)
             self._finish()
             return False
         previous_ports = portmap.decode(pod)

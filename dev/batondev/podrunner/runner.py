@@ -3,7 +3,9 @@
 Which Pods: those in ``--namespace`` (any number; default all) that match ``--selector``.
 ``--all`` drops the selector and runs every Pod bound to the Node (with ``--scheduler``,
 whatever kube-scheduler put there). Binding is the Binding API, as kube-scheduler does it;
-the runner binds a Pod only when its ``nodeSelector`` matches the Node's labels.
+the runner binds a Pod only when its ``nodeSelector`` matches the Node's labels. Either way
+the runner creates the PVs of a selected Pod's claims before it is bound: kube-scheduler
+does not place a Pod whose claims are unbound.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ class Options:
     node: str = "baton-local"
     namespaces: list[str] = field(default_factory=list)
     selector: str | None = None
-    scheduler: bool = False  # let kube-scheduler bind (untainted Node) instead of binding ourselves
+    scheduler: bool = False  # let kube-scheduler bind instead of binding ourselves
+    untainted: bool = False  # no NoSchedule taint: kube-scheduler may place any Pod here
     kubeconfig: str | None = None
     root: Path = paths.RUN / "podrunner"
     workdir: Path = REPO
@@ -67,7 +70,7 @@ class Runner:
     def __init__(self, options: Options) -> None:
         self.options = options
         self.api = Api(options.kubeconfig)
-        self.node = NodeAgent(self.api, options.node, taint=not options.scheduler)
+        self.node = NodeAgent(self.api, options.node, taint=not options.untainted)
         self.labels: dict[str, str] = node_object(options.node, taint=False)["metadata"]["labels"]
         self.ctx = Context(
             api=self.api,
@@ -123,8 +126,13 @@ class Runner:
             worker.update(pod)
             return
         if not spec.get("nodeName"):
-            if not self.options.scheduler and wants_binding(pod, self.labels):
-                self._bind(pod)
+            if wants_binding(pod, self.labels):
+                for claim in volumes.claim_names(pod):
+                    claims.ensure_bound(
+                        self.api, self.ctx.layout, meta["namespace"], claim, self.options.node
+                    )
+                if not self.options.scheduler:
+                    self._bind(pod)
             return
         if spec["nodeName"] != self.options.node:
             return
