@@ -61,6 +61,10 @@ class WorkerConfig(BaseSettings):
     replication_factor: int = Field(
         default=-1, ge=-1, description="Replication of internal topics the worker creates; -1: broker default"
     )
+    snapshot_store: str | None = Field(
+        default=None, description="Root of the compactor's changelog snapshots; a store restoring from scratch "
+        "loads the newest one and replays only the changelog after it"
+    )
     kafka_config: dict[str, str] = Field(
         default_factory=dict, description="Extra librdkafka settings (JSON in BATON_KAFKA_CONFIG)"
     )

@@ -29,6 +29,10 @@ from baton.worker.stores import KeyValueStore
 
 log = logging.getLogger(__name__)
 
+# Loads a snapshot into the (empty) store of a job and returns the changelog offset it covers,
+# or None; called with the changelog's (low, high). See ``snapshot.seeder``.
+Seed = Callable[["RestoreJob", int, int], int | None]
+
 
 @dataclass(eq=False)
 class RestoreJob:
@@ -62,7 +66,8 @@ class Restorer(threading.Thread):
     """The restore thread. The main thread adds and removes tasks; stores are written only here until ready."""
 
     def __init__(self, consumer_config: dict[str, object],
-                 on_progress: Callable[[RestoreJob, int], None] = lambda _job, _n: None) -> None:
+                 on_progress: Callable[[RestoreJob, int], None] = lambda _job, _n: None,
+                 seed: Seed | None = None) -> None:
         super().__init__(name="baton-restore", daemon=True)
         config = dict(consumer_config)
         config.update({"isolation.level": "read_committed", "enable.auto.commit": False,
@@ -72,6 +77,7 @@ class Restorer(threading.Thread):
         self._jobs: dict[tuple[str, int], RestoreJob] = {}
         self._tasks: dict[TaskId, TaskRestore] = {}
         self._on_progress = on_progress
+        self._seed = seed
         self._stopping = threading.Event()
         self.error: BaseException | None = None
 
@@ -131,6 +137,8 @@ class Restorer(threading.Thread):
                     "high": high})
                 job.store.wipe()
                 checkpoint = None
+            if checkpoint is None and self._seed is not None:  # from scratch: start from a snapshot if any
+                checkpoint = self._seed(job, low, high)
             job.start = low if checkpoint is None else checkpoint
             job.end = high
             if job.start >= high and not job.tail:
