@@ -35,7 +35,10 @@ def _kafka_settings(_ctx: click.Context, _param: click.Parameter, values: tuple[
               envvar="BATON_PROCESSING_GUARANTEE")
 @click.option("--instance-id", envvar="BATON_INSTANCE_ID", help="Static membership id (group.instance.id).")
 @click.option("--metrics-port", type=int, envvar="BATON_METRICS_PORT", help="Port of /metrics, /healthz, /readyz.")
-@click.option("--num-standby-replicas", type=int, envvar="BATON_NUM_STANDBY_REPLICAS")
+@click.option("--num-standby-replicas", type=int, envvar="BATON_NUM_STANDBY_REPLICAS",
+              help="Standby copies of each task's state on other workers.")
+@click.option("--state-cleanup-delay-ms", type=int, envvar="BATON_STATE_CLEANUP_DELAY_MS",
+              help="Keep the stores of tasks that left this worker this long before deleting them.")
 @click.option("--commit-interval-ms", type=int, envvar="BATON_COMMIT_INTERVAL_MS")
 @click.option("--error-handler", type=click.Choice([h.value for h in ErrorHandler]), envvar="BATON_ERROR_HANDLER")
 @click.option("--store", type=click.Choice([s.value for s in StoreKind]), envvar="BATON_STORE")

@@ -50,7 +50,13 @@ class WorkerConfig(BaseSettings):
     instance_id: str | None = Field(
         default=None, description="Static membership: group.instance.id (the Pod name under the operator)"
     )
-    num_standby_replicas: int = Field(default=0, ge=0, le=10)
+    num_standby_replicas: int = Field(
+        default=0, ge=0, le=10, description="Standby copies of each task's stores on other members"
+    )
+    state_cleanup_delay_ms: int = Field(
+        default=600_000, ge=0, description="Kafka Streams' state.cleanup.delay.ms: how long the stores of a task "
+        "that is neither active nor standby here stay on disk (it may come back) before they are deleted"
+    )
     metrics_port: int = Field(default=8080, ge=0, le=65535, description="Port of /metrics, /healthz, /readyz")
     error_handler: ErrorHandler = ErrorHandler.DLQ
     store: StoreKind = StoreKind.ROCKSDB

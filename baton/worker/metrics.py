@@ -22,7 +22,17 @@ class Metrics:
                                 ["task", "store"], registry=r)
         self.restores_completed = Counter("baton_restores_completed", "Task restores completed", ["task"],
                                           registry=r)
-        self.tasks = Gauge("baton_tasks", "Tasks by state", ["state"], registry=r)
+        self.restore_seconds = Counter("baton_restore_seconds", "Time spent restoring tasks before activation",
+                                       ["task"], registry=r)
+        self.standby_records = Counter("baton_standby_records", "Changelog records applied to standby stores",
+                                       ["task", "store"], registry=r)
+        self.standby_lag = Gauge("baton_standby_lag", "Changelog end minus a standby store's checkpoint (offsets)",
+                                 ["task", "store"], registry=r)
+        self.first_record = Histogram(
+            "baton_assignment_to_first_record_seconds",
+            "From a partition's assignment to its first processed record (restore included)", registry=r,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120))
+        self.tasks = Gauge("baton_tasks", "Tasks by state (active, restoring, standby)", ["state"], registry=r)
         self.rebalances = Counter("baton_rebalances", "Rebalance callbacks (assign, revoke, lost)", ["kind"],
                                   registry=r)
         self.lag = Gauge("baton_consumer_lag", "High watermark minus position", ["topic", "partition"],

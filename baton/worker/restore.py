@@ -9,8 +9,11 @@ open transaction of another (possibly zombie) producer can make the restore wait
 apply uncommitted data.
 
 Jobs marked ``tail`` keep reading after the end: that is how tables read from a topic
-stay current, and how standby tasks will follow their changelogs (same consumer, same
-loop, a job that never completes).
+stay current, and how standby tasks follow their changelogs (same consumer, same loop, a
+job that never completes). A standby store is written only here, with the same batch +
+checkpoint as a restore, so promoting it to active replays only the changelog after its
+checkpoint; a standby never produces anything. Standby jobs report their lag (changelog
+end minus checkpoint) about once a second.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from baton.worker.naming import TaskId
 from baton.worker.stores import KeyValueStore
@@ -42,10 +45,12 @@ class RestoreJob:
     partition: int
     store: KeyValueStore
     tail: bool = False
+    standby: bool = False  # mirrors another member's active task; never becomes active from here
     restored: int = 0
     start: int = 0
     end: int = 0
     done: bool = False
+    position: int = -1  # next changelog offset the store reflects, once started
 
 
 @dataclass(eq=False)
@@ -55,7 +60,9 @@ class TaskRestore:
     task: TaskId
     jobs: list[RestoreJob]
     on_ready: Callable[[TaskRestore], None]
+    standby: bool = False
     started: float = field(default_factory=time.monotonic)
+    finished: float | None = None
 
     @property
     def restored(self) -> int:
@@ -67,17 +74,22 @@ class Restorer(threading.Thread):
 
     def __init__(self, consumer_config: dict[str, object],
                  on_progress: Callable[[RestoreJob, int], None] = lambda _job, _n: None,
-                 seed: Seed | None = None) -> None:
+                 seed: Seed | None = None,
+                 on_lag: Callable[[RestoreJob, int], None] = lambda _job, _lag: None) -> None:
         super().__init__(name="baton-restore", daemon=True)
         config = dict(consumer_config)
         config.update({"isolation.level": "read_committed", "enable.auto.commit": False,
                        "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+        # prefetch deep: restore speed is bound by how fast records arrive, not by RocksDB; the total
+        config.setdefault("queued.min.messages", 500000)  # capped by queued.max.messages.kbytes
         self._consumer = Consumer(config)
         self._requests: queue.Queue[tuple[str, object, threading.Event]] = queue.Queue()
         self._jobs: dict[tuple[str, int], RestoreJob] = {}
         self._tasks: dict[TaskId, TaskRestore] = {}
         self._on_progress = on_progress
         self._seed = seed
+        self._on_lag = on_lag
+        self._next_lag = 0.0
         self._stopping = threading.Event()
         self.error: BaseException | None = None
 
@@ -104,6 +116,7 @@ class Restorer(threading.Thread):
                     time.sleep(0.05)
                     continue
                 self._poll()
+                self._report_lag()
         except BaseException as exc:  # surfaced by the main loop, which stops the worker
             log.exception("restore thread failed")
             self.error = exc
@@ -140,6 +153,7 @@ class Restorer(threading.Thread):
             if checkpoint is None and self._seed is not None:  # from scratch: start from a snapshot if any
                 checkpoint = self._seed(job, low, high)
             job.start = low if checkpoint is None else checkpoint
+            job.position = job.start
             job.end = high
             if job.start >= high and not job.tail:
                 job.done = True
@@ -162,32 +176,52 @@ class Restorer(threading.Thread):
             self._consumer.incremental_unassign([TopicPartition(t, p) for t, p in gone])
 
     def _poll(self) -> None:
-        messages = self._consumer.consume(num_messages=5000, timeout=0.1)
+        """Apply one fetched batch. Written for speed: a restore is bounded by this loop in Python.
+
+        Fetched records come in runs of one partition, so the partition is resolved once per
+        run, and the offset reached is taken from the run's last record.
+        """
+        messages = self._consumer.consume(num_messages=10000, timeout=0.1)
         batches: dict[tuple[str, int], list[tuple[bytes, bytes | None]]] = {}
         reached: dict[tuple[str, int], int] = {}
         eof: set[tuple[str, int]] = set()
+        jobs = self._jobs
+        tp: tuple[str, int] = ("", -1)
+        run: list[tuple[bytes, bytes | None]] | None = None  # records of the current run, None: not ours
+        last: Message | None = None  # last record of the current run
+
+        def close_run() -> None:
+            if last is not None:
+                reached[tp] = int(last.offset() or 0) + 1
+
         for msg in messages:
-            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-            assert topic is not None and partition is not None and offset is not None
-            tp = (topic, partition)
-            if tp not in self._jobs:
+            partition, topic = msg.partition(), msg.topic()
+            if partition != tp[1] or topic != tp[0]:
+                close_run()
+                assert topic is not None and partition is not None
+                tp, last = (topic, partition), None
+                run = batches.setdefault(tp, []) if tp in jobs else None
+            if run is None:
                 continue
             err = msg.error()
             if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    eof.add(tp)
-                    reached[tp] = max(reached.get(tp, 0), offset)
-                    continue
-                raise RuntimeError(f"restore of {tp} failed: {err}")
-            key = msg.key()
-            if key is None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(f"restore of {tp} failed: {err}")
+                close_run()
+                last = None
+                eof.add(tp)
+                reached[tp] = max(reached.get(tp, 0), int(msg.offset() or 0))
                 continue
-            batches.setdefault(tp, []).append((key, msg.value()))
-            reached[tp] = max(reached.get(tp, 0), offset + 1)
+            key = msg.key()
+            if key is not None:
+                run.append((key, msg.value()))
+            last = msg
+        close_run()
         for tp, offset in reached.items():
             job = self._jobs[tp]
             items = batches.get(tp, [])
             job.store.write(items, offset)
+            job.position = offset
             job.restored += len(items) if not job.done else 0
             if items:
                 self._on_progress(job, len(items))
@@ -205,9 +239,24 @@ class Restorer(threading.Thread):
 
     def _check_ready(self, restore: TaskRestore) -> None:
         if all(job.done for job in restore.jobs) and self._tasks.get(restore.task) is restore:
+            restore.finished = time.monotonic()
+            seconds = round(restore.finished - restore.started, 3)
             for job in restore.jobs:
-                log.info("store restored", extra={
+                log.info("standby caught up" if restore.standby else "store restored", extra={
                     "task": str(job.task), "store": job.store_name, "restored": job.restored,
-                    "from_offset": job.start, "to_offset": job.end})
+                    "from_offset": job.start, "to_offset": job.end, "seconds": seconds})
             restore.on_ready(restore)
             self._tasks.pop(restore.task, None)
+
+    def _report_lag(self) -> None:
+        """Standby lag per store: the changelog end as last fetched minus the store's checkpoint."""
+        now = time.monotonic()
+        if now < self._next_lag:
+            return
+        self._next_lag = now + 1.0
+        for job in list(self._jobs.values()):
+            if not job.standby or job.position < 0:
+                continue
+            _low, high = self._consumer.get_watermark_offsets(TopicPartition(job.topic, job.partition), cached=True)
+            if high is not None and high >= 0:
+                self._on_lag(job, max(0, high - job.position))

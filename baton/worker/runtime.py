@@ -1,8 +1,11 @@
 """The worker process: consumer group membership, the processing loop, commits, shutdown.
 
-One thread polls and processes; a second (``restore.py``) restores stores; a third
-serves HTTP. Tasks are created when the group assigns their partitions, stay paused
-until their stores are restored, and are closed when the partitions are revoked or lost.
+One thread polls and processes; a second (``restore.py``) restores stores and tails
+standby stores; a third serves HTTP; with standbys on, a fourth (``group_view.py``)
+describes the group so that standbys follow everybody's assignment. Tasks are created
+when the group assigns their partitions, stay paused until their stores are restored,
+and are closed when the partitions are revoked or lost. A task assigned here while this
+member hosts its standby takes the standby's open stores and replays only the tail.
 
 Order on assignment matters under exactly-once: the committed input offsets are fetched
 first (``read_committed`` makes librdkafka wait for *stable* offsets, i.e. until a
@@ -19,8 +22,6 @@ import queue
 import signal
 import threading
 import time
-import uuid
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -28,33 +29,30 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient
 
 from baton.control.messages import Color
-from baton.worker import admin, health, snapshot
+from baton.worker import admin, health, snapshot, statedir
 from baton.worker.bluegreen import BlueGreen
 from baton.worker.commit import AtLeastOnce, ExactlyOnce, Guarantee
 from baton.worker.config import ErrorHandler, ProcessingGuarantee, StoreKind, WorkerConfig
 from baton.worker.context import OpenGate, SinkGate
 from baton.worker.dlq import RecordFailed, dlq_headers
 from baton.worker.graph import BuiltTopology
+from baton.worker.group_view import GroupWatcher
 from baton.worker.metrics import Metrics
 from baton.worker.naming import TaskId, changelog_topic, dlq_topic, source_topics, tasks_for
 from baton.worker.output import Output
 from baton.worker.restore import RestoreJob, Restorer, Seed, TaskRestore
+from baton.worker.standby import StandbyTasks
+from baton.worker.standby_placement import Member, standbys_of
+from baton.worker.statedir import process_id
 from baton.worker.stores import KeyValueStore, MemoryStore, RocksDBStore
 from baton.worker.task import Message, Task
 
 log = logging.getLogger("baton.worker")
 
+__all__ = ["Worker", "process_id"]
 
-def process_id(state_dir: Path) -> str:
-    """A stable id for this state dir (like Kafka Streams' ``processId``), made once and kept."""
-    path = state_dir / "process-id"
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        pid = uuid.uuid4().hex[:12]
-        path.write_text(pid + "\n")
-        return pid
+GROUP_REFRESH_SECONDS = 2.0  # members whose assignment did not change get no callback: describe anyway
+CLEANUP_CHECK_SECONDS = 1.0
 
 
 class Worker:
@@ -82,6 +80,14 @@ class Worker:
         self._heartbeat = time.monotonic()
         self._dlq = dlq_topic(self.app)
         self.http_port: int | None = None
+        # standbys: the latest stable group description (written by the watcher thread) and what was applied
+        self._members: tuple[int, list[Member]] = (0, [])
+        self._members_applied = -1
+        self._placement_dirty = False
+        self._next_cleanup = 0.0
+        self._watcher: GroupWatcher | None = None
+        self._awaiting_first: dict[tuple[str, int], float] = {}  # partition -> when it was assigned
+        self._lag_labels: set[tuple[str, str]] = set()  # standby lag gauges set, removed when the standby goes
 
     # -- configuration of the clients ----------------------------------------------------
     def _base(self) -> dict[str, Any]:
@@ -120,8 +126,12 @@ class Worker:
     # -- lifecycle ---------------------------------------------------------------------------
     def run(self) -> int:
         """Run until SIGTERM/SIGINT or a fatal error; returns the process exit code."""
+        try:
+            self._lock_fd = statedir.lock(self.app_dir)
+        except statedir.StateDirLocked as exc:
+            log.error("cannot start", extra={"error": str(exc)})
+            return 1
         self._ident = self.config.instance_id or process_id(self.app_dir)
-        self.app_dir.mkdir(parents=True, exist_ok=True)
         self._install_signals()
         server = health.serve(self.config.metrics_port, self.metrics.registry, self._healthy, self._is_ready)
         self.http_port = server.server_address[1]
@@ -136,12 +146,21 @@ class Worker:
         self.guarantee.start()
         restore_conf = {k: v for k, v in self._consumer_config().items()
                         if k not in ("group.instance.id", "partition.assignment.strategy")}
-        self.restorer = Restorer(restore_conf, self._restore_progress, seed=self._snapshot_seed())
+        self.restorer = Restorer(restore_conf, self._restore_progress, seed=self._snapshot_seed(),
+                                 on_lag=self._standby_lag)
         self.restorer.start()
+        self.standbys = StandbyTasks(app_dir=self.app_dir, restorer=self.restorer, open_stores=self._open_stores,
+                                     jobs_for=self._restore_jobs,
+                                     cleanup_delay=self.config.state_cleanup_delay_ms / 1000,
+                                     on_change=self._update_task_gauges)
+        if self.config.num_standby_replicas > 0:
+            self._watcher = GroupWatcher(self._base(), self.app, GROUP_REFRESH_SECONDS, self._group_described)
+            self._watcher.start()
         self.consumer.subscribe(sorted(self.topic_to_sub), on_assign=self._on_assign,
                                 on_revoke=self._on_revoke, on_lost=self._on_lost)
         log.info("worker started", extra={"guarantee": self.config.processing_guarantee.value,
-                                          "instance": self._ident, "topics": sorted(self.topic_to_sub)})
+                                          "instance": self._ident, "topics": sorted(self.topic_to_sub),
+                                          "num_standby_replicas": self.config.num_standby_replicas})
         code = 0
         try:
             self._loop()
@@ -270,6 +289,12 @@ class Worker:
         except Exception:
             log.exception("unclean shutdown")
         finally:
+            if self._watcher is not None:
+                self._watcher.stop()
+            try:
+                self.standbys.close()
+            except Exception:
+                log.exception("closing standbys failed")
             self.restorer.stop()
             self.restorer.join(5)
             if self.bluegreen is not None:
@@ -317,7 +342,10 @@ class Worker:
                 counts[tp] = counts.get(tp, 0) + 1
             for (topic, partition), n in counts.items():
                 metrics_in.labels(topic, str(partition)).inc(n)
+            if self._awaiting_first and counts:
+                self._first_records(counts)
             self._activate_ready()
+            self._standby_step()
             if self.restorer.error is not None:
                 raise RuntimeError("restore failed") from self.restorer.error
             now = time.monotonic()
@@ -325,6 +353,52 @@ class Worker:
                 self._commit()
                 next_commit = time.monotonic() + interval
             self.output.producer.poll(0)
+
+    def _first_records(self, counts: dict[tuple[str | None, int | None], int]) -> None:
+        """Time from assignment to the first processed record: what a failover costs a partition."""
+        now = time.monotonic()
+        for tp in counts:
+            assigned = self._awaiting_first.pop(tp, None)  # type: ignore[arg-type]
+            if assigned is None:
+                continue
+            seconds = now - assigned
+            self.metrics.first_record.observe(seconds)
+            log.info("first record processed", extra={"topic": tp[0], "partition": tp[1],
+                                                      "seconds_since_assignment": round(seconds, 3)})
+
+    # -- standbys ----------------------------------------------------------------------------
+    def _group_described(self, members: list[Member]) -> None:
+        """Watcher thread: publish the description; the processing thread applies it."""
+        self._members = (self._members[0] + 1, members)
+
+    def _standby_step(self) -> None:
+        version, members = self._members
+        if version != self._members_applied or self._placement_dirty:
+            self._members_applied = version
+            self._placement_dirty = False
+            me = self.consumer.memberid()
+            if self._watcher is not None and me and any(m.member_id == me for m in members):
+                stateful = {i for i, sub in enumerate(self.topology.subtopologies) if sub.stores or sub.tables}
+                desired = {t for t in standbys_of(me, members, self.topic_to_sub, self.config.num_standby_replicas)
+                           if t.subtopology in stateful}
+                self.standbys.update(desired, set(self.tasks))
+                self._prune_standby_lag()
+        now = time.monotonic()
+        if now >= self._next_cleanup:
+            self._next_cleanup = now + CLEANUP_CHECK_SECONDS
+            self.standbys.cleanup(set(self.tasks))
+
+    def _standby_lag(self, job: RestoreJob, lag: int) -> None:
+        """Restore thread: never called for a task after ``Restorer.remove`` returned."""
+        labels = (str(job.task), job.store_name)
+        self._lag_labels.add(labels)
+        self.metrics.standby_lag.labels(*labels).set(lag)
+
+    def _prune_standby_lag(self) -> None:
+        hosted = {str(t) for t in self.standbys.hosted}
+        for labels in [x for x in self._lag_labels if x[0] not in hosted]:
+            self._lag_labels.discard(labels)
+            self.metrics.standby_lag.remove(*labels)
 
     def _consumer_error(self, err: KafkaError) -> None:
         if err.fatal():
@@ -394,16 +468,36 @@ class Worker:
 
     # -- tasks and rebalances ------------------------------------------------------------------
     def _open_store(self, task_id: TaskId, name: str) -> KeyValueStore:
+        """``state_dir/<app>/<task>/<store>``: the same folder for the active task and its standby."""
         if self.config.store is StoreKind.MEMORY:
             return MemoryStore()
         return RocksDBStore(self.app_dir / str(task_id) / name)
 
+    def _open_stores(self, task_id: TaskId) -> dict[str, KeyValueStore]:
+        sub = self.topology.subtopologies[task_id.subtopology]
+        names = [s.name for s in sub.stores] + [t.store.name for t in sub.tables]
+        return {name: self._open_store(task_id, name) for name in names}
+
+    def _restore_jobs(self, task_id: TaskId, stores: dict[str, KeyValueStore]) -> list[RestoreJob]:
+        """One job per store: changelogs to their end, tables' source topics tailed for good."""
+        sub = self.topology.subtopologies[task_id.subtopology]
+        jobs = [RestoreJob(task_id, s.name, changelog_topic(self.app, s.name), task_id.partition, stores[s.name])
+                for s in sub.stores]
+        jobs += [RestoreJob(task_id, t.store.name, t.store.source_topic or "", task_id.partition,
+                            stores[t.store.name], tail=True) for t in sub.tables]
+        return jobs
+
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.metrics.rebalances.labels("assign").inc()
+        log.info("rebalance: assign", extra={"partitions": sorted((tp.topic, tp.partition) for tp in partitions)})
         self._joined = True
         self._assignment_version += 1  # a flip in preparation must report the new partitions too
+        self._membership_changed()
         if not partitions:
             return
+        now = time.monotonic()
+        for assigned in partitions:
+            self._awaiting_first[(assigned.topic, assigned.partition)] = now
         committed = self._committed(consumer, partitions)
         consumer.incremental_assign(committed)
         consumer.pause(committed)
@@ -434,19 +528,18 @@ class Worker:
 
     def _new_task(self, task_id: TaskId) -> Task:
         sub = self.topology.subtopologies[task_id.subtopology]
-        names = [s.name for s in sub.stores] + [t.store.name for t in sub.tables]
-        stores = {name: self._open_store(task_id, name) for name in names}
+        promoted = self.standbys.promote(task_id)  # a standby hands over its warm, open stores
+        if promoted is not None:
+            self._prune_standby_lag()
+        stores = promoted if promoted is not None else self._open_stores(task_id)
         task = Task(task_id, sub, application_id=self.app, stores=stores, send=self.output.send, gate=self.gate,
                     caching=self.config.write_cache, dead_letter=self._dead_letter)
         self.tasks[task_id] = task
-        jobs = [RestoreJob(task_id, s.name, changelog_topic(self.app, s.name), task_id.partition, stores[s.name])
-                for s in sub.stores]
-        jobs += [RestoreJob(task_id, t.store.name, t.store.source_topic or "", task_id.partition,
-                            stores[t.store.name], tail=True) for t in sub.tables]
-        restore = TaskRestore(task_id, jobs, self._ready.put)
+        restore = TaskRestore(task_id, self._restore_jobs(task_id, stores), self._ready.put)
         self._restores[task_id] = restore
         self.restorer.add(restore)
-        log.info("task created, restoring", extra={"task": str(task_id), "partition": task_id.partition})
+        log.info("task created, restoring", extra={"task": str(task_id), "partition": task_id.partition,
+                                                   "from_standby": promoted is not None})
         return task
 
     def _activate_ready(self) -> None:
@@ -464,17 +557,28 @@ class Worker:
                 self.active[tp] = task
             self.consumer.resume([TopicPartition(t, p) for t, p in tps if (t, p) not in self._held])
             self.metrics.restores_completed.labels(str(task.id)).inc()
+            seconds = (restore.finished or time.monotonic()) - restore.started
+            self.metrics.restore_seconds.labels(str(task.id)).inc(seconds)
             log.info("task active", extra={"task": str(task.id), "partition": task.partition,
-                                           "restored": restore.restored,
-                                           "restore_seconds": round(time.monotonic() - restore.started, 3)})
+                                           "restored": restore.restored, "restore_seconds": round(seconds, 3)})
             self._update_task_gauges()
 
     def _restore_progress(self, job: RestoreJob, count: int) -> None:
-        if not job.done:
+        if job.standby:
+            self.metrics.standby_records.labels(str(job.task), job.store_name).inc(count)
+        elif not job.done:
             self.metrics.restored.labels(str(job.task), job.store_name).inc(count)
+
+    def _membership_changed(self) -> None:
+        """From a rebalance callback: re-describe the group soon, and re-check placement against our tasks."""
+        self._placement_dirty = True
+        if self._watcher is not None:
+            self._watcher.poke()
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.metrics.rebalances.labels("revoke").inc()
+        log.info("rebalance: revoke", extra={"partitions": sorted((tp.topic, tp.partition) for tp in partitions)})
+        self._membership_changed()
         if self._failed is None:
             self._commit()
         self._drop(consumer, partitions)
@@ -483,6 +587,7 @@ class Worker:
         """Partitions lost without a clean revoke: their uncommitted work must not be committed by us."""
         self.metrics.rebalances.labels("lost").inc()
         log.warning("partitions lost", extra={"partitions": [(p.topic, p.partition) for p in partitions]})
+        self._membership_changed()
         self.guarantee.abort()
         remaining = [t for t in self.tasks.values() if t.id not in self._restores]
         self._rewind(remaining)
@@ -492,6 +597,7 @@ class Worker:
         gone = {(tp.topic, tp.partition) for tp in partitions}
         for tp in gone:
             self.active.pop(tp, None)
+            self._awaiting_first.pop(tp, None)
         for task in list(self.tasks.values()):
             if all((topic, task.partition) in gone for topic in task.committed):
                 self._close_task(task)
@@ -509,6 +615,7 @@ class Worker:
         for topic in task.committed:
             self.active.pop((topic, task.partition), None)
         task.close()
+        self.standbys.active_closed(task.id)
         log.info("task closed", extra={"task": str(task.id), "partition": task.partition})
 
     # -- health ----------------------------------------------------------------------------------
@@ -516,6 +623,8 @@ class Worker:
         restoring = len(self._restores)
         self.metrics.tasks.labels("restoring").set(restoring)
         self.metrics.tasks.labels("active").set(len(self.tasks) - restoring)
+        standbys = getattr(self, "standbys", None)
+        self.metrics.tasks.labels("standby").set(len(standbys.hosted) if standbys is not None else 0)
         self.metrics.ready.set(1 if self._is_ready() else 0)
 
     def _healthy(self) -> bool:

@@ -1,0 +1,74 @@
+"""Helpers for failover tests and the failover benchmark: group views, standby and metric scraping.
+
+Like ``testing.py``, nothing here fakes Kafka: the group is described by the real
+broker, and what a worker hosts is read from its own log lines and ``/metrics``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._group import ConsumerGroupDescription
+
+from baton.worker.group_view import members_from
+from baton.worker.standby_placement import Member
+from baton.worker.testing import WorkerProcess
+
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "click_counter.py")
+
+
+def clicks(start: int, n: int, prefix: str = "k") -> list[tuple[bytes, bytes]]:
+    """``n`` clicks of ``n`` distinct users: each key once, so the state holds ``n`` keys."""
+    return list(_clicks(start, n, prefix))
+
+
+def _clicks(start: int, n: int, prefix: str) -> Iterator[tuple[bytes, bytes]]:
+    for i in range(start, start + n):
+        user = f"{prefix}{i}"
+        yield user.encode(), orjson.dumps({"user_id": user, "timestamp": i})
+
+
+def describe(bootstrap: str, group: str, expect_members: int | None = None) -> list[Member] | None:
+    """The group's members and assignments when stable (and of the expected size), else None."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description: ConsumerGroupDescription = admin.describe_consumer_groups([group])[group].result(15)
+    members = members_from(description)
+    if members is None or (expect_members is not None and len(members) != expect_members):
+        return None
+    if expect_members is not None and not all(m.partitions for m in members):
+        return None
+    return members
+
+
+def owned_tasks(members: list[Member]) -> dict[str, list[int]]:
+    """Member identity (instance id) -> partitions it owns."""
+    return {m.identity: sorted(p for _t, p in m.partitions) for m in members}
+
+
+def hosted_standbys(worker: WorkerProcess) -> set[int]:
+    """Partitions whose standby this worker hosts now, replayed from its log lines."""
+    hosted: set[int] = set()
+    for line in worker.logs():
+        msg, task = line.get("msg"), line.get("task")
+        if not isinstance(task, str):
+            continue
+        partition = int(task.split("_")[1])
+        if msg == "standby started":
+            hosted.add(partition)
+        elif msg in ("standby stopped", "standby promoted"):
+            hosted.discard(partition)
+    return hosted
+
+
+def labelled_metric(worker: WorkerProcess, name: str) -> dict[str, float]:
+    """One metric's samples by label text (``{task="0_3",store="s"}`` -> value)."""
+    _status, body = worker.http("/metrics")
+    out: dict[str, float] = {}
+    for line in body.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            labels, value = line[len(name):].rsplit(" ", 1)
+            out[labels] = float(value)
+    return out

@@ -1,0 +1,165 @@
+"""Failover with and without standbys: what the new owner of a dead worker's tasks restores.
+
+3 workers, 8 partitions, 200,000 keys in state. The owner of some partitions is killed
+(SIGKILL, no restart). Its partitions must produce output again, and the count of
+changelog records the new owner restores must be exactly:
+
+* the changelog tail after the standby's checkpoint, when the new owner held the standby;
+* the whole changelog partition, when it did not, and always with standby 0.
+
+Counts are read independently from the changelog topic, not taken from the worker.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from baton.worker.standby_placement import standbys_of
+from baton.worker.standby_testing import (
+    EXAMPLE,
+    clicks,
+    describe,
+    hosted_standbys,
+    labelled_metric,
+    owned_tasks,
+)
+from baton.worker.testing import WorkerProcess, end_offsets, produce, read_all, wait_for
+
+pytestmark = pytest.mark.integration
+
+KEYS = 200_000
+PARTITIONS = 8
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        tps = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+        return {tp.partition: tp.offset for tp in tps}
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("standbys", [1, 0])
+def test_failover_restores_the_tail_with_a_standby_and_everything_without(
+    standbys: int, kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+) -> None:
+    source = new_topic(PARTITIONS, name=f"{unique_name}-clicks")
+    sink = new_topic(PARTITIONS, name=f"{unique_name}-counts")
+    changelog = f"{unique_name}-user-counts-store-changelog"
+    env = {"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink}
+    workers = {
+        f"w{i}": WorkerProcess(
+            EXAMPLE,
+            bootstrap=kafka_bootstrap,
+            application_id=unique_name,
+            state_dir=tmp_path / f"s{i}",
+            log_path=tmp_path / f"w{i}.log",
+            instance_id=f"w{i}",
+            env=env,
+            extra_args=[
+                "--num-standby-replicas",
+                str(standbys),
+                "-X",
+                "consumer.session.timeout.ms=6000",
+                "-X",
+                "consumer.heartbeat.interval.ms=1000",
+            ],
+        ).start()
+        for i in range(3)
+    }
+    try:
+        for w in workers.values():
+            w.wait_ready(60)
+        wait_for(lambda: describe(kafka_bootstrap, unique_name, expect_members=3), 60, "group not stable")
+        produce(kafka_bootstrap, source, clicks(0, KEYS))
+        ends = end_offsets(kafka_bootstrap, source)
+        wait_for(
+            lambda: _committed(kafka_bootstrap, unique_name, source) == ends, 120, "input not committed", 0.5
+        )
+
+        members = describe(kafka_bootstrap, unique_name, expect_members=3)
+        assert members is not None
+        owned = owned_tasks(members)  # instance id -> partitions
+        victim = max(sorted(owned), key=lambda name: len(owned[name]))
+        moved = owned[victim]
+        assert moved
+        holders: dict[int, str] = {}
+        if standbys:
+            # every task has one standby, on the member the placement rule names, and it is caught up
+            by_member = {m.identity: m.member_id for m in members}
+
+            def placed() -> bool:
+                hosted = {name: hosted_standbys(w) for name, w in workers.items()}
+                rule = {
+                    name: {t.partition for t in standbys_of(by_member[name], members, {source: 0}, 1)}
+                    for name in workers
+                }
+                lag = {name: labelled_metric(w, "baton_standby_lag") for name, w in workers.items()}
+                return (
+                    hosted == rule
+                    and sorted(p for ps in hosted.values() for p in ps) == list(range(8))
+                    and all(len(v) == len(hosted[n]) and not any(v.values()) for n, v in lag.items())
+                )
+
+            wait_for(placed, 60, "standbys not placed and caught up", 0.5)
+            holders = {p: name for name, w in workers.items() for p in hosted_standbys(w)}
+            assert all(holders[p] != victim for p in moved)
+
+        survivors = {n: w for n, w in workers.items() if n != victim}
+        seen = {n: len(w.logs()) for n, w in survivors.items()}  # what follows is the failover
+        workers[victim].kill(signal.SIGKILL)
+        workers[victim].wait(10)
+
+        # the dead worker's partitions produce output again
+        after = clicks(KEYS, 4000, prefix="late")
+        produce(kafka_bootstrap, source, after)
+        late_keys = {k for k, _ in after}
+
+        def resumed() -> bool:
+            return late_keys <= {r.key for r in read_all(kafka_bootstrap, sink, start=ends)}
+
+        wait_for(resumed, 90, "the dead worker's partitions did not resume", 1)
+
+        changelog_records = read_all(kafka_bootstrap, changelog)
+        promoted = 0
+        for partition in moved:
+            lines = [
+                (name, line)
+                for name, w in survivors.items()
+                for line in w.logs()[seen[name] :]
+                if line.get("msg") == "store restored" and line.get("task") == f"0_{partition}"
+            ]
+            assert len(lines) == 1, f"partition {partition} restored {len(lines)} times: {lines}"
+            owner, line = lines[0]
+            start, end, restored = line["from_offset"], line["to_offset"], line["restored"]
+            assert isinstance(start, int) and isinstance(end, int)
+            offsets = [r.offset for r in changelog_records if r.partition == partition and r.offset < end]
+            full = len(offsets)
+            tail = sum(1 for o in offsets if o >= start)
+            assert full > KEYS // PARTITIONS // 2
+            if standbys and holders[partition] == owner:
+                promoted += 1
+                assert start > 0 and restored == tail < full, (partition, start, end, restored, tail, full)
+                assert any(
+                    x.get("msg") == "standby promoted" and x.get("task") == f"0_{partition}"
+                    for x in survivors[owner].logs()[seen[owner] :]
+                )
+            else:
+                assert start == 0 and restored == full, (partition, start, end, restored, full)
+        if standbys:
+            assert promoted >= 1, "no moved task landed on its standby's holder"
+        # nothing counted twice or lost: one count per key, the late keys counted once
+        final = {r.key: r.value for r in read_all(kafka_bootstrap, sink)}
+        assert len(final) == KEYS + len(after)
+        assert all(orjson.loads(final[k] or b"null") == 1 for k in late_keys)
+    finally:
+        for w in workers.values():
+            if w.alive:
+                w.stop(30)
