@@ -18,6 +18,17 @@ creates. ``dev/podrunner`` fills that gap with real processes and the real API s
   restarts containers per ``restartPolicy`` with back-off, and on deletion stops the
   processes (SIGTERM, grace period, SIGKILL) before deleting the Pod for good.
 
+Usage (after ``dev/stack up``)::
+
+    dev/podrunner run -n my-ns                      # foreground, Pods of one namespace
+    dev/podrunner start -l app.kubernetes.io/managed-by=baton-operator   # detached
+    dev/podrunner stop                              # its processes end, its Node goes
+    kubectl get pod app-0 -o jsonpath='{.metadata.annotations.podrunner\.baton\.dev/ports}'
+
+Tests use ``harness.running(namespace)``: a runner with a Node of its own per test. A
+container's pid is in its status (``containerID: podrunner://<pid>``); its log is
+``~/.cache/baton/run/podrunner/<namespace>/<pod>/<container>.log``.
+
 It is not a container runtime: no isolation, no image, no resource limits. It is good
 enough that the operator, the StatefulSet controller and the tests see Pods that behave
 like Pods: they start, become Ready, crash, restart, keep their volume and go away.

@@ -69,6 +69,7 @@ def running(
     node = node or f"podrunner-{uuid.uuid4().hex[:8]}"
     log = (log_dir or paths.RUN / "podrunner-harness") / f"{node}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    log.unlink(missing_ok=True)  # a fresh log, so "ready" below is this runner's
     argv = [
         sys.executable,
         "-m",
@@ -99,7 +100,7 @@ def running(
     handle = RunnerHandle(node=node, popen=popen, log=log)
     try:
         deadline = time.monotonic() + 30
-        while "ready;" not in handle.tail() and time.monotonic() < deadline:
+        while f"node {node} ready;" not in handle.tail(5) and time.monotonic() < deadline:
             if not handle.alive():
                 raise RuntimeError(f"podrunner exited at start-up:\n{handle.tail()}")
             time.sleep(0.1)

@@ -179,6 +179,7 @@ class PodWorker(threading.Thread):
                 return
             if self._shutdown_grace is not None:
                 self._stop_all(min(self._grace(), self._shutdown_grace))
+                self._push()  # not Ready any more: nobody runs it until a runner takes it over
                 return
             if self._deleting():
                 self._stop_all(self._grace())
