@@ -1,4 +1,4 @@
-"""The local pod runner: a stand-in kubelet for dev and test tooling only.
+r"""The local pod runner: a stand-in kubelet for dev and test tooling only.
 
 There is no kubelet or container runtime on the machines that run Baton's tests and demo,
 so nothing would ever run the Pods that kube-controller-manager's StatefulSet controller
