@@ -4,7 +4,8 @@ There is no storage provisioner here. For each claim a selected Pod mounts, the 
 creates a ``hostPath`` PersistentVolume pre-bound to that claim (``claimRef`` with its uid)
 and pointing at the claim's local directory; kube-controller-manager's PV controller then
 binds the pair, so the StatefulSet controller and the operator see ``Bound`` claims. A PV
-whose claim is gone (``Released``) is deleted, like a provisioner's ``Delete`` policy.
+whose claim is gone (``Released``) is deleted with its directory, like a provisioner's
+``Delete`` policy.
 
 The directory is keyed by namespace and claim name and remembers the claim's uid: a Pod
 recreated by its StatefulSet finds the old data, a *new* claim of the same name starts empty.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from pathlib import Path
 from typing import Any
 
 from batondev.podrunner.kubeapi import Api
@@ -90,11 +92,19 @@ def ensure_bound(api: Api, layout: Layout, namespace: str, claim: str, node: str
     return False
 
 
-def reap_released(api: Api, node: str) -> int:
-    """Delete this node's PVs whose claim was deleted."""
+def reap_released(api: Api, layout: Layout) -> int:
+    """Delete every pod runner PV whose claim was deleted, and its directory (a ``Delete`` policy).
+
+    Any runner reaps any runner's PVs (they share the label): a test's runner usually stops
+    before its namespace, and so its claims, are deleted.
+    """
     count = 0
-    for pv in api.list_objects("v1", "PersistentVolume", label_selector=f"{LABEL}={node}"):
-        if (pv.get("status") or {}).get("phase") in ("Released", "Failed"):
-            api.delete("v1", "PersistentVolume", pv["metadata"]["name"])
-            count += 1
+    for pv in api.list_objects("v1", "PersistentVolume", label_selector=LABEL):
+        if (pv.get("status") or {}).get("phase") not in ("Released", "Failed"):
+            continue
+        api.delete("v1", "PersistentVolume", pv["metadata"]["name"])
+        directory = Path(((pv.get("spec") or {}).get("hostPath") or {}).get("path", "/"))
+        if directory.is_relative_to(layout.root) and directory != layout.root:
+            shutil.rmtree(directory, ignore_errors=True)
+        count += 1
     return count

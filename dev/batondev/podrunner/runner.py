@@ -193,11 +193,13 @@ class Runner:
             f"{' matching ' + self.options.selector if self.options.selector else ''}; "
             f"{'kube-scheduler binds' if self.options.scheduler else 'binding them myself'}"
         )
-        while not self.stop.wait(15.0):
+        while True:
             try:
-                claims.reap_released(self.api, self.options.node)
+                claims.reap_released(self.api, self.ctx.layout)
             except Exception as exc:
                 log(f"reaping released volumes failed: {exc}")
+            if self.stop.wait(15.0):
+                break
         self._shutdown()
 
     def _shutdown(self) -> None:
