@@ -41,15 +41,18 @@ def _kafka_settings(_ctx: click.Context, _param: click.Parameter, values: tuple[
 @click.option("--master", envvar="BATON_SPARK_MASTER", help="Spark master, e.g. local[2]; default: Spark's.")
 @click.option("-X", "--kafka-config", "kafka_config", multiple=True, callback=_kafka_settings,
               help="Kafka client setting key=value (repeatable), e.g. security.protocol=SASL_SSL.")
+@click.option("--kafka-config-json", envvar="BATON_KAFKA_CONFIG",
+              help="Kafka client settings as a JSON object (the workers' BATON_KAFKA_CONFIG); -X wins.")
 @click.option("--fail-on-findings", is_flag=True, help="Exit with 3 when the audit has findings.")
 def compact(*, application_ids: tuple[str, ...], snapshot_store: str, bootstrap_servers: str, topology: str | None,
             keep: int, jars: str | None, master: str | None, kafka_config: dict[str, str],
-            fail_on_findings: bool) -> None:
+            kafka_config_json: str | None, fail_on_findings: bool) -> None:
     """Snapshot every changelog partition of the app ids, keep the last N, and write an audit report."""
     from baton.compactor.job import JobConfig, run
     from baton.compactor.session import session
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    kafka_config = {**{k: str(v) for k, v in json.loads(kafka_config_json or "{}").items()}, **kafka_config}
     ids = [i for item in application_ids for i in item.split(",") if i]  # the env var is comma-separated
     spark = session(master, jars.split(",") if jars else None)
     report = run(spark, JobConfig(bootstrap_servers, ids, snapshot_store, keep, topology, kafka_config))

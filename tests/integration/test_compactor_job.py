@@ -163,7 +163,7 @@ def test_restore_from_a_snapshot_reads_fewer_records_and_ends_identical(
     assert sum(int(v) for p in range(PARTITIONS) for v in app.store("b", p)[0].values()) == 3500
 
 
-def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app(
+def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app(  # noqa: PLR0917
     spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch
 ) -> None:

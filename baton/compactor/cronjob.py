@@ -1,0 +1,100 @@
+"""The compactor's CronJob for one StreamApp, from the StreamApp object (pure, for the operator).
+
+The operator calls ``cronjob(body, flip_in_progress=...)`` and applies the result (or
+deletes the CronJob when it returns None). It lives here, next to the job it runs, and
+takes plain dicts, so it does not depend on the operator's models.
+
+Decisions:
+
+* ``concurrencyPolicy: Forbid``: two runs would snapshot the same offsets twice and race
+  on retention.
+* suspended while a flip is in progress (and when ``spec.compaction.suspend``): a flip
+  pauses both colors for two control-topic round trips; a compaction's broker load and
+  its color comparison are pointless across that window.
+* both colors' application ids are compacted in one run under BlueGreen, so the audit
+  can compare blue with green at the same input position.
+* the snapshot store is ``spec.compaction.snapshotStore`` (any Hadoop URI) or, with
+  ``snapshotVolumeClaim``, a PVC mounted at ``/var/lib/baton-snapshots``; the workers
+  must see the same store (``BATON_SNAPSHOT_STORE``) to restore from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SNAPSHOT_MOUNT = "/var/lib/baton-snapshots"
+CONTAINER = "compactor"
+
+
+def cronjob(body: dict[str, Any], *, flip_in_progress: bool = False, service_account: str | None = None,
+            extra_env: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+    """The CronJob manifest, or None when ``spec.compaction.enabled`` is false."""
+    meta, spec = body["metadata"], body["spec"]
+    compaction = spec.get("compaction") or {}
+    if not compaction.get("enabled", False):
+        return None
+    name = meta["name"]
+    app_id = spec.get("applicationId") or name
+    strategy = (spec.get("upgrade") or {}).get("strategy", "BlueGreen")
+    colors = ["blue"] if strategy == "Rolling" else ["blue", "green"]
+    claim = compaction.get("snapshotVolumeClaim")
+    store = compaction.get("snapshotStore") or (SNAPSHOT_MOUNT if claim else None)
+    if store is None:
+        raise ValueError("spec.compaction needs snapshotStore (a URI) or snapshotVolumeClaim (a PVC)")
+    args = ["compact", "--snapshot-store", store, "--keep", str(compaction.get("keep", 3)),
+            "--topology", spec["topology"], "--master", compaction.get("sparkMaster", "local[*]")]
+    for color in colors:
+        args += ["--application-id", f"{app_id}-{color}"]
+    env = [{"name": "BATON_BOOTSTRAP_SERVERS", "value": spec["kafka"]["bootstrapServers"]},
+           {"name": "HOME", "value": "/tmp"}, *(extra_env or [])]
+    labels = {"app.kubernetes.io/name": "baton-streamapp", "app.kubernetes.io/instance": name,
+              "app.kubernetes.io/component": "compactor", "app.kubernetes.io/managed-by": "baton-operator"}
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": compaction.get("image") or spec["image"],
+        "imagePullPolicy": spec.get("imagePullPolicy", "IfNotPresent"),
+        "command": ["baton"],
+        "args": args,
+        "env": env,
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+    if compaction.get("resources"):
+        container["resources"] = compaction["resources"]
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    if claim:
+        volumes.append({"name": "snapshots", "persistentVolumeClaim": {"claimName": claim}})
+        container["volumeMounts"].append({"name": "snapshots", "mountPath": SNAPSHOT_MOUNT})
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if service_account:
+        pod["serviceAccountName"] = service_account
+    metadata: dict[str, Any] = {"name": f"{name}-compactor", "namespace": meta.get("namespace"), "labels": labels}
+    if meta.get("uid"):
+        metadata["ownerReferences"] = [{"apiVersion": body.get("apiVersion", "baton.dev/v1alpha1"),
+                                        "kind": body.get("kind", "StreamApp"), "name": name, "uid": meta["uid"],
+                                        "controller": True, "blockOwnerDeletion": True}]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": metadata,
+        "spec": {
+            "schedule": compaction.get("schedule", "17 3 * * *"),
+            "suspend": bool(compaction.get("suspend", False)) or flip_in_progress,
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": 600,
+            "successfulJobsHistoryLimit": compaction.get("successfulJobsHistoryLimit", 3),
+            "failedJobsHistoryLimit": compaction.get("failedJobsHistoryLimit", 3),
+            "jobTemplate": {
+                "metadata": {"labels": labels},
+                "spec": {"backoffLimit": 1, "activeDeadlineSeconds": compaction.get("activeDeadlineSeconds", 6 * 3600),
+                         "template": {"metadata": {"labels": labels}, "spec": pod}},
+            },
+        },
+    }

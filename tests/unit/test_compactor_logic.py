@@ -1,0 +1,176 @@
+"""Pure parts of the compactor: latest-per-key, retention, audit rules, metrics, CronJob, snapshot layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from baton.compactor.audit import MAX_SEGMENT_BYTES, compare, config_findings, show
+from baton.compactor.cronjob import SNAPSHOT_MOUNT, cronjob
+from baton.compactor.kafka import store_of
+from baton.compactor.latest import latest_per_key
+from baton.compactor.metrics import prometheus_text
+from baton.compactor.recompute import plans
+from baton.compactor.retention import to_delete
+from baton.worker import snapshot
+from baton.worker.dsl import Topology
+from baton.worker.stores import MemoryStore
+
+pytestmark = pytest.mark.unit
+
+
+def test_latest_per_key_highest_offset_wins_and_tombstones_delete() -> None:
+    records = [(3, b"a", b"3"), (0, b"a", b"1"), (1, b"b", b"x"), (2, b"b", None), (4, None, b"ignored"),
+               (5, b"c", None), (6, b"d", b"dd")]
+    live, stats = latest_per_key(records)
+    assert live == {b"a": b"3", b"d": b"dd"}
+    assert (stats.records, stats.tombstones, stats.distinct_keys, stats.live_keys) == (6, 2, 4, 2)
+    assert stats.bytes == 2 + 2 + 2 + 1 + 1 + 3
+    assert stats.compaction_lag == 4
+
+
+def test_a_key_deleted_then_written_again_is_live() -> None:
+    live, _ = latest_per_key([(0, b"k", b"1"), (1, b"k", None), (2, b"k", b"2")])
+    assert live == {b"k": b"2"}
+
+
+def test_retention_keeps_the_newest_n() -> None:
+    assert to_delete([10, 30, 20, 40], 2) == [10, 20]
+    assert to_delete([10], 3) == []
+    with pytest.raises(ValueError):
+        to_delete([1], 0)
+
+
+def test_config_findings() -> None:
+    good = {"cleanup.policy": "compact", "segment.bytes": str(16 << 20), "segment.ms": "600000"}
+    assert config_findings("t", good) == []
+    assert [f.kind for f in config_findings("t", {**good, "cleanup.policy": "delete"})] == ["cleanup-policy"]
+    assert [f.kind for f in config_findings("t", {**good, "cleanup.policy": "compact,delete"})] == ["cleanup-policy"]
+    assert [f.kind for f in config_findings("t", {})] == ["cleanup-policy"]  # Kafka's default is delete
+    big = {**good, "segment.bytes": str(MAX_SEGMENT_BYTES + 1), "segment.ms": str(7 * 86400000)}
+    assert [f.kind for f in config_findings("t", big)] == ["segment-bytes", "segment-ms"]
+
+
+def test_compare_counts_each_kind_of_divergence() -> None:
+    result = compare({b"a": b"1", b"b": b"2", b"c": b"3"}, {b"a": b"1", b"b": b"9", b"d": b"4"})
+    assert (result.compared, result.missing, result.unexpected, result.different) == (4, 1, 1, 1)
+    assert result.samples == [{"key": "b", "expected": "2", "actual": "9"},
+                              {"key": "c", "expected": "3", "actual": None},
+                              {"key": "d", "expected": None, "actual": "4"}]
+    assert compare({b"a": b"1"}, {b"a": b"1"}).total == 0
+    assert show(b"\xff\x00") == "0xff00"
+
+
+def test_store_of_changelog_names() -> None:
+    assert store_of("app", "app-counts-changelog") == "counts"
+    assert store_of("app", "app-changelog") is None
+    assert store_of("app", "other-counts-changelog") is None
+    assert store_of("app", "app-counts-repartition") is None
+
+
+def test_prometheus_text() -> None:
+    report = {"seconds": 1.5, "findings": [{"kind": "cleanup-policy"}, {"kind": "cleanup-policy"}],
+              "partitions": [{"application_id": "a", "store": "s", "partition": 0,
+                              "stats": {"records": 10, "live_keys": 2, "compaction_lag": 8, "tombstones": 1,
+                                        "bytes": 99}},
+                             {"application_id": "other", "store": "s", "partition": 0,
+                              "stats": {"records": 1, "live_keys": 1, "compaction_lag": 0, "tombstones": 0,
+                                        "bytes": 1}}]}
+    text = prometheus_text(report, "a")
+    assert 'baton_compaction_lag_records{application_id="a",partition="0",store="s"} 8.0' in text
+    assert 'baton_audit_findings{application_id="a",kind="cleanup-policy"} 2.0' in text
+    assert "other" not in text
+
+
+def _app(**compaction: object) -> dict[str, object]:
+    return {"apiVersion": "baton.dev/v1alpha1", "kind": "StreamApp",
+            "metadata": {"name": "clicks", "namespace": "ns", "uid": "u-1"},
+            "spec": {"image": "img:1", "topology": "examples.click_counter:topology", "applicationId": "cc",
+                     "kafka": {"bootstrapServers": "k:9092"}, "compaction": compaction}}
+
+
+def test_cronjob_disabled_is_none_and_needs_a_store() -> None:
+    assert cronjob(_app()) is None
+    with pytest.raises(ValueError, match="snapshotStore"):
+        cronjob(_app(enabled=True))
+
+
+def test_cronjob_compacts_both_colors_forbids_overlap_and_suspends_during_a_flip() -> None:
+    job = cronjob(_app(enabled=True, schedule="*/5 * * * *", snapshotStore="s3a://b/snap", keep=2),
+                  service_account="clicks", extra_env=[{"name": "X", "value": "1"}])
+    assert job is not None
+    spec = job["spec"]
+    assert (spec["schedule"], spec["concurrencyPolicy"], spec["suspend"]) == ("*/5 * * * *", "Forbid", False)
+    assert job["metadata"]["name"] == "clicks-compactor"
+    assert job["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    pod = spec["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and pod["serviceAccountName"] == "clicks"
+    args = pod["containers"][0]["args"]
+    assert args[:5] == ["compact", "--snapshot-store", "s3a://b/snap", "--keep", "2"]
+    assert args[-4:] == ["--application-id", "cc-blue", "--application-id", "cc-green"]
+    assert {"name": "X", "value": "1"} in pod["containers"][0]["env"]
+    assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+    flipping = cronjob(_app(enabled=True, snapshotStore="/x"), flip_in_progress=True)
+    assert flipping is not None and flipping["spec"]["suspend"] is True
+    suspended = cronjob(_app(enabled=True, snapshotStore="/x", suspend=True))
+    assert suspended is not None and suspended["spec"]["suspend"] is True
+
+
+def test_cronjob_with_a_volume_claim_and_rolling_upgrades() -> None:
+    body = _app(enabled=True, snapshotVolumeClaim="snaps")
+    body["spec"]["upgrade"] = {"strategy": "Rolling"}  # type: ignore[index]
+    job = cronjob(body)
+    assert job is not None
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert {"name": "snapshots", "persistentVolumeClaim": {"claimName": "snaps"}} in pod["volumes"]
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--snapshot-store") + 1] == SNAPSHOT_MOUNT
+    assert args.count("--application-id") == 1 and "cc-blue" in args
+
+
+def _manifest(folder: Path, end: int, records: int = 0) -> None:
+    folder.mkdir(parents=True)
+    (folder / snapshot.MANIFEST).write_text(json.dumps({"topic": "t", "partition": 0, "end_offset": end,
+                                                        "records": records}))
+
+
+def test_snapshot_layout_and_choice(tmp_path: Path) -> None:
+    assert snapshot.snapshot_name(42) == "snapshot-00000000000000000042"
+    assert snapshot.end_of(snapshot.snapshot_name(42)) == 42
+    assert snapshot.end_of("snapshot-x") is None and snapshot.end_of("_staging") is None
+    base = Path(snapshot.partition_dir(str(tmp_path), "app", "s", 0))
+    for end in (100, 200, 300):
+        _manifest(base / snapshot.snapshot_name(end), end)
+    (base / snapshot.snapshot_name(400)).mkdir()  # unfinished: no manifest
+    assert [s.end_offset for s in snapshot.snapshots(str(tmp_path), "app", "s", 0)] == [300, 200, 100]
+    newest = snapshot.newest(f"file://{tmp_path}", "app", "s", 0)
+    assert newest is not None and newest.end_offset == 300
+    # a changelog recreated since (shorter) or truncated (low moved) rules snapshots out
+    chosen = snapshot.newest(str(tmp_path), "app", "s", 0, high=250)
+    assert chosen is not None and chosen.end_offset == 200
+    assert snapshot.newest(str(tmp_path), "app", "s", 0, low=301) is None
+    assert snapshot.newest(str(tmp_path), "app", "s", 1) is None
+    with pytest.raises(ValueError, match="only local"):
+        snapshot.newest("s3a://bucket/x", "app", "s", 0)
+
+
+def test_an_empty_snapshot_sets_the_checkpoint(tmp_path: Path) -> None:
+    _manifest(tmp_path / snapshot.snapshot_name(7), 7)
+    snap = snapshot.snapshots(str(tmp_path.parent), tmp_path.name, "", 0)
+    assert snap == []  # layout is app/store/partition: a bare folder is not a snapshot store
+    store = MemoryStore()
+    found = snapshot.Snapshot(tmp_path / snapshot.snapshot_name(7), "t", 0, 7, 0, {})
+    assert snapshot.load_into(store, found) == 0
+    assert store.checkpoint() == 7
+
+
+def test_recompute_plans_skip_repartitioning_subtopologies() -> None:
+    direct = Topology()
+    direct.stream("clicks").group_by_key().count(store="c")
+    assert [(p.subtopology, p.topics, p.stores) for p in plans(direct.build())[0]] == [(0, ["clicks"], ["c"])]
+    regrouped = Topology()
+    regrouped.stream("clicks").group_by(lambda k, v: v).count(store="c")
+    ok, skipped = plans(regrouped.build())
+    assert ok == [] and skipped and "repartition" in skipped[0]
