@@ -1,39 +1,73 @@
 """The demo behind ``make demo``: the whole product on the local stack, checked end to end.
 
-It prints what it does step by step and exits 0 only if the final counts in the
-``read_committed`` output equal what the produced clicks imply, user by user.
+Steps: the local stack; the Baton chart installed with helm (its operator Pods run by the
+pod runner as local processes, as they would on a node); the click counter applied as a
+StreamApp; clicks produced; counts printed; a new version deployed (a spec change), which
+the operator rolls out blue-green and flips; more clicks; the final counts checked against
+the input, user by user. It exits 0 only if the counts in the ``read_committed`` output
+are exact.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import random
+import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import click
 import orjson
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from baton.worker.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
+from baton.worker.testing import latest_by_key, produce, read_all, wait_for
 
-from . import kafka, stack
+from . import gobuild, kafka, kube, stack
+from .podrunner import harness
 
 REPO = Path(__file__).resolve().parents[2]
 USERS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
+APP_NS = "baton-demo"
+OPERATOR_NS = "baton-system"
 
 
 def say(step: str) -> None:
     click.secho(f"\n==> {step}", bold=True)
 
 
+def kubectl(*args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(
+        [str(gobuild.kube_dir() / "bin" / "kubectl"), f"--kubeconfig={kube.kubeconfig()}", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if check and out.returncode != 0:
+        raise click.ClickException(f"kubectl {' '.join(args)}: {out.stderr.strip()}")
+    return out
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(
+        [str(gobuild.helm_dir() / "bin" / "helm"), f"--kubeconfig={kube.kubeconfig()}", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if check and out.returncode != 0:
+        raise click.ClickException(f"helm {' '.join(args)}: {out.stderr.strip()}")
+    return out
+
+
 def clicks(n: int, seed: int) -> list[tuple[bytes, bytes, int]]:
     rng = random.Random(seed)
-    base = 1_678_886_400
+    base = 1_678_886_400 + seed * 10_000_000
     out = []
     for i in range(n):
         user = rng.choice(USERS)
@@ -41,91 +75,178 @@ def clicks(n: int, seed: int) -> list[tuple[bytes, bytes, int]]:
     return out
 
 
-def expected_counts(records: list[tuple[bytes, bytes, int]]) -> dict[str, int]:
-    return dict(collections.Counter(r[0].decode() for r in records))
-
-
-def print_counts(title: str, counts: dict[str, int], expected: dict[str, int]) -> bool:
-    click.echo(f"{title:<10} {'user':<8} {'count':>7} {'expected':>9}")
+def counts_table(counts: dict[str, int], expected: dict[str, int]) -> bool:
+    click.echo(f"   {'user':<8} {'count':>7} {'expected':>9}")
     exact = True
     for user in sorted(expected):
         got = counts.get(user)
         ok = got == expected[user]
         exact &= ok
         click.echo(
-            f"{'':<10} {user:<8} {got if got is not None else '-':>7} {expected[user]:>9}  {'ok' if ok else 'WRONG'}"
+            f"   {user:<8} {got if got is not None else '-':>7} {expected[user]:>9}  {'ok' if ok else 'WRONG'}"
         )
-    extra = set(counts) - set(expected)
-    if extra:
-        click.echo(f"unexpected users in the output: {sorted(extra)}")
+    if set(counts) - set(expected):
+        click.echo(f"   unexpected users in the output: {sorted(set(counts) - set(expected))}")
         exact = False
     return exact
 
 
+def streamapp(bootstrap: str, clicks_topic: str, counts_topic: str, app_id: str) -> dict[str, Any]:
+    """examples/click-counter.yaml, pointed at the local broker and sized for a laptop."""
+    import yaml
+
+    manifest: dict[str, Any] = yaml.safe_load((REPO / "examples" / "click-counter.yaml").read_text())
+    spec = manifest["spec"]
+    spec["kafka"]["bootstrapServers"] = bootstrap
+    spec["applicationId"] = app_id
+    spec["replicas"] = 2
+    spec["standbyReplicas"] = 1
+    spec["resources"] = {}
+    spec["state"] = {"store": "rocksdb", "size": "256Mi"}
+    spec["upgrade"] = {
+        **spec.get("upgrade", {}),
+        "promotionStableSeconds": 5,
+        "standbyUpgradeDelaySeconds": 10,
+    }
+    spec["podTemplate"] = {
+        **spec.get("podTemplate", {}),
+        "env": [
+            {"name": "CLICKS_TOPIC", "value": clicks_topic},
+            {"name": "COUNTS_TOPIC", "value": counts_topic},
+            {"name": "DEMO_VERSION", "value": "v1"},
+        ],
+    }
+    manifest["metadata"]["namespace"] = APP_NS
+    return manifest
+
+
+def status(name: str) -> dict[str, Any]:
+    out = kubectl("get", "sapp", name, "-n", APP_NS, "-o", "json")
+    result: dict[str, Any] = json.loads(out.stdout).get("status", {})
+    return result
+
+
+def reset_namespaces() -> None:
+    helm("uninstall", "baton", "-n", OPERATOR_NS, "--wait", "--timeout=60s", check=False)
+    for ns in (APP_NS, OPERATOR_NS):
+        if kubectl("get", "namespace", ns, check=False).returncode == 0:
+            # an earlier demo's app carries the operator's finalizer: clear it so the namespace can go
+            kubectl(
+                "patch",
+                "sapp",
+                "click-counter",
+                "-n",
+                ns,
+                "--type=merge",
+                "-p",
+                '{"metadata":{"finalizers":[]}}',
+                check=False,
+            )
+            kubectl("delete", "namespace", ns, "--wait=true", "--timeout=120s", check=False)
+        kubectl("create", "namespace", ns)
+
+
 @click.command()
-@click.option("--events", default=20_000, show_default=True, help="Clicks to produce in each phase")
-@click.option("--workers", default=2, show_default=True)
-def main(events: int, workers: int) -> None:
-    """Run the click counter on the local stack and check its counts."""
+@click.option(
+    "--events", default=20_000, show_default=True, help="Clicks to produce before and after the deploy"
+)
+def main(events: int) -> None:
+    """Run the click counter through the operator on the local stack, deploy it blue-green, check the counts."""
     started = time.monotonic()
     say(
         "Local stack: Kafka (KRaft), etcd, kube-apiserver, controllers, helm (installed once into ~/.cache/baton)"
     )
     spent = stack.up_components(["kafka", "kube", "helm"])
-    click.echo(", ".join(f"{k} ready in {v:.1f}s" for k, v in spent.items()))
-
+    click.echo("   " + ", ".join(f"{k} ready in {v:.1f}s" for k, v in spent.items()))
     bootstrap = kafka.bootstrap()
-    run = uuid.uuid4().hex[:6]
-    clicks_topic, counts_topic, app_id = (
-        f"demo-clicks-{run}",
-        f"demo-user-counts-{run}",
-        f"demo-click-counter-{run}",
+
+    say(f"Namespaces {OPERATOR_NS} (operator) and {APP_NS} (app); helm install of charts/baton")
+    reset_namespaces()
+    helm(
+        "install",
+        "baton",
+        str(REPO / "charts" / "baton"),
+        "-n",
+        OPERATOR_NS,
+        "--set",
+        "operator.replicas=1",
+        "--set",
+        f"operator.watchNamespaces={{{APP_NS}}}",
     )
-    say(f"Topics {clicks_topic} (8 partitions) and {counts_topic}")
+    click.echo("   " + kubectl("get", "deploy", "-n", OPERATOR_NS, "-o", "name").stdout.strip())
+
+    run = uuid.uuid4().hex[:6]
+    clicks_topic, counts_topic, app_id = f"clicks-{run}", f"user-counts-{run}", f"click-counter-{run}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for fut in admin.create_topics([NewTopic(clicks_topic, 8, 1), NewTopic(counts_topic, 8, 1)]).values():
         fut.result(30)
 
-    env = {"CLICKS_TOPIC": clicks_topic, "COUNTS_TOPIC": counts_topic}
-    with tempfile.TemporaryDirectory(prefix="baton-demo-") as tmpd:
-        tmp = Path(tmpd)
-        say(f"{workers} workers of examples/click_counter.py, exactly-once, application.id {app_id}")
-        procs = [
-            WorkerProcess(
-                str(REPO / "examples" / "click_counter.py"),
-                bootstrap=bootstrap,
-                application_id=app_id,
-                state_dir=tmp / f"state-{i}",
-                log_path=tmp / f"worker-{i}.log",
-                instance_id=f"worker-{i}",
-                env=env,
-            ).start()
-            for i in range(workers)
-        ]
-        try:
-            for p in procs:
-                p.wait_ready(120)
-            data = clicks(events, seed=1)
-            say(f"Producing {len(data):,} clicks for {len(USERS)} users")
-            produce(bootstrap, clicks_topic, data)
-            expected = expected_counts(data)
+    exact = False
+    with harness.running(APP_NS, OPERATOR_NS) as runner:
+        say("Pod runner started: it runs the Pods the controllers create as local processes")
+        click.echo(f"   node {runner.node}, log {runner.log}")
+        manifest = streamapp(bootstrap, clicks_topic, counts_topic, app_id)
+        say(
+            f"kubectl apply of the click counter (applicationId {app_id}, topics {clicks_topic} -> {counts_topic})"
+        )
+        kubectl("apply", "-f", "-", input=json.dumps(manifest))
+        kubectl("wait", "--for=condition=Ready", "sapp/click-counter", "-n", APP_NS, "--timeout=300s")
+        click.echo(kubectl("get", "sapp", "-n", APP_NS).stdout.rstrip())
+        click.echo(kubectl("get", "pods", "-n", APP_NS, "-o", "wide").stdout.rstrip())
 
-            def counts() -> dict[str, int]:
-                latest = latest_by_key(read_all(bootstrap, counts_topic))
-                return {k.decode(): int(orjson.loads(v)) for k, v in latest.items() if k and v}
+        first = clicks(events, seed=1)
+        say(f"Producing {len(first):,} clicks for {len(USERS)} users")
+        produce(bootstrap, clicks_topic, first)
+        expected = collections.Counter(r[0].decode() for r in first)
 
-            say("Waiting for the counts in user_counts (read_committed)")
-            with contextlib.suppress(TimeoutError):  # on timeout the table below shows what is wrong
-                wait_for(lambda: counts() == expected, 180, "exact counts")
-            exact = print_counts("counts", counts(), expected)
-        finally:
-            for p in procs:
-                p.stop()
+        def counts() -> dict[str, int]:
+            latest = latest_by_key(read_all(bootstrap, counts_topic))
+            return {k.decode(): int(orjson.loads(v)) for k, v in latest.items() if k and v}
+
+        with contextlib.suppress(TimeoutError):
+            wait_for(lambda: counts() == dict(expected), 180, "counts")
+        say("Counts in the output topic (read_committed)")
+        counts_table(counts(), dict(expected))
+
+        before = status("click-counter").get("activeColor", "blue")
+        say(f"Deploying a new version (spec change DEMO_VERSION=v2); active color now: {before}")
+        manifest["spec"]["podTemplate"]["env"][-1]["value"] = "v2"
+        kubectl("apply", "-f", "-", input=json.dumps(manifest))
+        phases: list[str] = []
+
+        def flipped() -> bool:
+            st = status("click-counter")
+            phase = st.get("phase", "?")
+            if not phases or phases[-1] != phase:
+                phases.append(phase)
+                click.echo(f"   phase {phase:<12} active {st.get('activeColor')}")
+            return bool(st.get("activeColor") != before and phase == "Stable")
+
+        wait_for(flipped, 600, "the blue-green deploy to finish", interval=0.5)
+        st = status("click-counter")
+        click.echo(
+            f"   flipped {before} -> {st.get('activeColor')}; last flip: {json.dumps(st.get('lastFlip', {}))}"
+        )
+        click.echo(kubectl("get", "sapp", "-n", APP_NS).stdout.rstrip())
+
+        second = clicks(events, seed=2)
+        say(f"Producing {len(second):,} more clicks, now counted and emitted by {st.get('activeColor')}")
+        produce(bootstrap, clicks_topic, second)
+        expected.update(r[0].decode() for r in second)
+        with contextlib.suppress(TimeoutError):
+            wait_for(lambda: counts() == dict(expected), 180, "counts")
+        say("Final counts (read_committed), checked against the input")
+        exact = counts_table(counts(), dict(expected))
+
+        kubectl("delete", "sapp", "click-counter", "-n", APP_NS, "--wait=true", "--timeout=120s", check=False)
+    helm("uninstall", "baton", "-n", OPERATOR_NS, "--wait", "--timeout=60s", check=False)
     for fut in admin.delete_topics([clicks_topic, counts_topic]).values():
-        fut.result(30)
+        with contextlib.suppress(Exception):
+            fut.result(30)
+    total = sum(expected.values())
     say(
-        f"Summary: {events:,} clicks, {len(USERS)} users, counts {'EXACT' if exact else 'WRONG'} "
-        f"({time.monotonic() - started:.0f}s)"
+        f"Summary: {total:,} clicks, {len(USERS)} users, deploy phases {' -> '.join(phases)}, "
+        f"counts {'EXACT' if exact else 'WRONG'} ({time.monotonic() - started:.0f}s)"
     )
     sys.exit(0 if exact else 1)
 
