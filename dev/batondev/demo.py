@@ -14,6 +14,7 @@ import collections
 import contextlib
 import json
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -152,6 +153,8 @@ def reset_namespaces() -> None:
 )
 def main(events: int) -> None:
     """Run the click counter through the operator on the local stack, deploy it blue-green, check the counts."""
+    # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the pod runner and its processes are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.monotonic()
     say(
         "Local stack: Kafka (KRaft), etcd, kube-apiserver, controllers, helm (installed once into ~/.cache/baton)"
