@@ -1,0 +1,479 @@
+"""The chaos scenario behind tests/e2e/test_chaos.py (short) and bench/chaos.py (long).
+
+In one namespace: the CRDs, ``baton operator`` as a subprocess, the pod runner, and the
+click counter as a StreamApp (exactly-once, write cache off, two colors). Clicks arrive at
+a fixed rate the whole time while the scenario, one event after another:
+
+* deletes a random worker Pod (``kubectl delete pod``: SIGTERM, the StatefulSet recreates it);
+* SIGKILLs a random worker process (its pid is the Pod's ``podrunner://<pid>`` containerID;
+  the pod runner restarts it, as a kubelet would);
+* SIGKILLs the operator and starts a new one (it takes over through kopf peering);
+* deploys: a spec change (a podTemplate env var) followed by a flip of the active color;
+* rolls back (only where the operator implements rollback).
+
+Then the input stops, the output must catch up, and the ``read_committed`` sink topic is
+compared record by record with what the input implies (per user 1..n: nothing lost,
+nothing duplicated, nothing reordered), and the StreamApp must be Ready again.
+
+**How a deploy flips.** The scenario applies the spec change and reads the status to learn
+which path the operator takes (:class:`DeployMode`, printed in every report):
+
+* the operator's blue-green flow (issue 6): a deploy phase appears, the idle color gets the
+  new revision, and the operator flips; the scenario waits for ``status.activeColor`` and
+  the control topic to name the new color. A rollback is the ``baton.dev/rollback``
+  annotation, which flips back to the old color, still warm on the old revision.
+* an operator without that flow rolls both colors' StatefulSets at once; the scenario waits
+  until the app is Ready at the new generation and then switches the active color with
+  ``baton.control.coordinator.flip`` (what ``baton flip`` runs). There is no old revision to
+  roll back to, so a planned rollback is recorded as skipped, never faked.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import enum
+import os
+import random
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from baton.control.channel import ControlReader, control_topic
+from baton.control.coordinator import current_state, flip
+from baton.control.messages import Color
+from baton.worker.testing import SteadyInput, read_all
+
+from . import e2e
+from .podrunner import harness
+
+FAULT_KINDS = ("delete-pod", "kill-worker", "restart-operator")
+APP = "click-counter"
+VERSION_VAR = "CHAOS_VERSION"
+
+
+class DeployMode(enum.StrEnum):
+    """How deploys flipped in a run, as observed (the operator's flow is recognised by its status)."""
+
+    NONE = "no deploy yet"
+    OPERATOR = "operator blue-green flow"  # update the idle color, wait, flip, upgrade the old one
+    FLIP = "spec change + baton flip"  # the operator rolls both colors; baton.control flips
+
+
+# status.phase values of the operator's deploy flow while a deploy is in motion.
+DEPLOY_PHASES = frozenset({"Deploying", "Promoting", "Flipping", "RollingBack"})
+ANNOTATION_ROLLBACK = "baton.dev/rollback"
+
+
+@dataclass
+class ChaosConfig:
+    faults: int = 6
+    fault_interval_s: float = 6.0
+    deploys: int = 1
+    rollbacks: int = 0
+    rate: int = 50  # clicks per second
+    min_input_s: float = 0.0  # keep the input running at least this long (bench's duration)
+    replicas: int = 2
+    standby_replicas: int = 1
+    partitions: int = 4
+    seed: int = 7
+    ready_timeout_s: float = 300.0
+    catch_up_timeout_s: float = 300.0
+
+
+@dataclass
+class Event:
+    """One injected fault or deploy: what, on what, when (seconds after the input started)."""
+
+    kind: str
+    target: str
+    at_s: float
+    took_s: float = 0.0
+    detail: str = ""
+
+
+@dataclass
+class ChaosReport:
+    config: ChaosConfig
+    deploy_mode: str
+    events: list[Event]
+    verdict: e2e.Verdict
+    input_s: float
+    catch_up_s: float
+    total_s: float
+    final_ready: bool
+    final_active: str
+    pod_restarts: int
+    users: int
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.exact and self.final_ready
+
+    def by_kind(self) -> dict[str, int]:
+        return dict(collections.Counter(e.kind for e in self.events))
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["by_kind"] = self.by_kind()
+        out["passed"] = self.passed
+        return out
+
+    def events_table(self) -> str:
+        lines = [f"{'t (s)':>7}  {'kind':<17} {'target':<28} {'took':>6}  detail"]
+        for e in self.events:
+            lines.append(f"{e.at_s:7.1f}  {e.kind:<17} {e.target:<28} {e.took_s:5.1f}s  {e.detail}")
+        return "\n".join(lines)
+
+    def summary_table(self) -> str:
+        v = self.verdict
+        rows = [
+            ("faults + deploys", ", ".join(f"{k} {n}" for k, n in sorted(self.by_kind().items()))),
+            ("deploy mode", self.deploy_mode),
+            ("input duration", f"{self.input_s:.0f} s at {self.config.rate}/s"),
+            ("catch-up after input", f"{self.catch_up_s:.1f} s"),
+            ("total duration", f"{self.total_s:.0f} s"),
+            ("records in / out", f"{v.records_in} / {v.records_out} ({self.users} users)"),
+            ("lost", str(v.lost)),
+            ("duplicated", str(v.duplicated)),
+            ("out of order", str(v.out_of_order)),
+            ("worker restarts", str(self.pod_restarts)),
+            ("final Ready", f"{self.final_ready} (active {self.final_active})"),
+        ]
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {val}" for k, val in rows)
+
+
+def plan(cfg: ChaosConfig, rng: random.Random) -> list[str]:
+    """The order of events: every fault kind early, deploys spread out, each rollback after a deploy."""
+    faults: list[str] = []
+    while len(faults) < cfg.faults:
+        kinds = list(FAULT_KINDS)
+        rng.shuffle(kinds)
+        faults += kinds
+    events = faults[: cfg.faults]
+    slots = len(events) + cfg.deploys
+    for i in range(cfg.deploys):
+        at = round((i + 1) * slots / (cfg.deploys + 1))
+        events.insert(min(at, len(events)), "deploy")
+    out: list[str] = []
+    rollbacks = cfg.rollbacks
+    for kind in events:
+        out.append(kind)
+        if kind == "deploy" and rollbacks > 0:
+            out.append("rollback")
+            rollbacks -= 1
+    return out
+
+
+@dataclass
+class _Context:
+    cfg: ChaosConfig
+    namespace: str
+    bootstrap: str
+    clicks: str
+    counts: str
+    application_id: str
+    kubectl: e2e.Kubectl
+    operator: e2e.Operator
+    body: dict[str, Any]
+    rng: random.Random
+    say: Callable[[str], None]
+    mode: DeployMode = DeployMode.NONE
+    version: int = 1
+    events: list[Event] = field(default_factory=list)
+
+
+class Chaos:
+    """Run the scenario once in ``namespace`` (which must exist) with the given topics."""
+
+    def __init__(
+        self,
+        cfg: ChaosConfig,
+        *,
+        namespace: str,
+        bootstrap: str,
+        clicks_topic: str,
+        counts_topic: str,
+        workdir: Path,
+        say: Callable[[str], None] = print,
+    ) -> None:
+        self.cfg, self.namespace, self.bootstrap = cfg, namespace, bootstrap
+        self.clicks, self.counts, self.workdir, self.say = clicks_topic, counts_topic, workdir, say
+        # Unique per run: a reused id would inherit consumer offsets and changelogs.
+        self.application_id = f"chaos-{uuid.uuid4().hex[:8]}"
+
+    def run(self) -> ChaosReport:
+        started = time.monotonic()
+        cfg = self.cfg
+        kubectl = e2e.Kubectl.local()
+        e2e.install_crds(kubectl)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        operator = e2e.Operator(self.namespace, self.workdir / "operator.log")
+        body = e2e.click_counter_app(
+            name=APP,
+            namespace=self.namespace,
+            bootstrap=self.bootstrap,
+            clicks_topic=self.clicks,
+            counts_topic=self.counts,
+            application_id=self.application_id,
+            replicas=cfg.replicas,
+            standby_replicas=cfg.standby_replicas,
+            env={VERSION_VAR: "v1"},
+        )
+        ctx = _Context(
+            cfg,
+            self.namespace,
+            self.bootstrap,
+            self.clicks,
+            self.counts,
+            self.application_id,
+            kubectl,
+            operator,
+            body,
+            random.Random(cfg.seed),
+            self.say,
+        )
+        runner_log = self.workdir / "podrunner"
+        with harness.running(self.namespace, extra=["--backoff-cap", "4"], log_dir=runner_log) as runner:
+            self.say(f"pod runner on node {runner.node} (log {runner.log}); operator log {operator.log}")
+            operator.start()
+            try:
+                return self._scenario(ctx, started)
+            finally:
+                # The operator deletes the app's internal topics (deletionPolicy DeleteTopics).
+                kubectl("delete", "sapp", APP, "-n", self.namespace, "--wait=true", "--timeout=90s", check=False)
+                operator.kill(signal.SIGTERM)
+
+    def _scenario(self, ctx: _Context, started: float) -> ChaosReport:
+        cfg, kubectl = ctx.cfg, ctx.kubectl
+        kubectl.apply(ctx.body)
+        e2e.wait_app_ready(kubectl, ctx.namespace, APP, cfg.ready_timeout_s)
+        self.say(f"StreamApp {APP} (applicationId {ctx.application_id}) Ready after {time.monotonic() - started:.0f}s")
+        events = plan(cfg, ctx.rng)
+        self.say(f"plan: {', '.join(events)} every {cfg.fault_interval_s:.0f}s at {cfg.rate} clicks/s")
+        with SteadyInput(ctx.bootstrap, ctx.clicks, rate=cfg.rate, seed=cfg.seed) as steady:
+            t0 = time.monotonic()
+            slot = 0
+            for kind in events:
+                if kind != "rollback":  # a rollback follows its deploy at once, while the old color is warm
+                    slot += 1
+                    _sleep_until(t0 + slot * cfg.fault_interval_s)
+                at = time.monotonic() - t0
+                event = INJECT[kind](ctx)
+                event.at_s, event.took_s = at, time.monotonic() - t0 - at
+                ctx.events.append(event)
+                self.say(f"[{at:6.1f}s] {event.kind:<17} {event.target:<28} {event.detail}")
+            _sleep_until(max(t0 + cfg.min_input_s, time.monotonic() + cfg.fault_interval_s))
+        input_s = time.monotonic() - t0
+        sent = dict(steady.sent)
+        self.say(f"input stopped after {input_s:.0f}s: {sum(sent.values())} clicks; waiting for the output")
+        caught = time.monotonic()
+        final_counts: dict[str, int] = {}
+
+        def caught_up() -> bool:
+            final_counts.clear()
+            final_counts.update(_latest_counts(ctx.bootstrap, ctx.counts))
+            return final_counts == sent
+
+        with contextlib.suppress(TimeoutError):
+            e2e.wait_until("the output to catch up with the input", caught_up, cfg.catch_up_timeout_s, every=2)
+        catch_up_s = time.monotonic() - caught
+        outputs = [(r.key, r.value) for r in read_all(ctx.bootstrap, ctx.counts)]
+        verdict = e2e.verdict(outputs, sent)
+        final_ready = True
+        try:
+            kubectl(
+                "wait",
+                "--for=condition=Ready",
+                f"sapp/{APP}",
+                "-n",
+                ctx.namespace,
+                f"--timeout={int(cfg.ready_timeout_s)}s",
+                timeout=cfg.ready_timeout_s + 30,
+            )
+        except RuntimeError as exc:
+            self.say(f"not Ready: {exc}")
+            final_ready = False
+        pods = e2e.worker_pods(kubectl, ctx.namespace, APP)
+        return ChaosReport(
+            config=cfg,
+            deploy_mode=str(ctx.mode),
+            events=ctx.events,
+            verdict=verdict,
+            input_s=input_s,
+            catch_up_s=catch_up_s,
+            total_s=time.monotonic() - started,
+            final_ready=final_ready,
+            final_active=_active_color(ctx),
+            pod_restarts=e2e.restarts(pods),
+            users=len(sent),
+        )
+
+
+def _sleep_until(deadline: float) -> None:
+    delay = deadline - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+
+
+def _latest_counts(bootstrap: str, topic: str) -> dict[str, int]:
+    return e2e.latest_counts((r.key, r.value) for r in read_all(bootstrap, topic))
+
+
+def _random_pod(ctx: _Context, running: bool) -> dict[str, Any]:
+    """A random worker Pod of either color (with a running process if ``running``)."""
+
+    def pick() -> dict[str, Any] | None:
+        pods = e2e.worker_pods(ctx.kubectl, ctx.namespace, APP)
+        if running:
+            pods = [p for p in pods if e2e.pod_pid(p)]
+        return ctx.rng.choice(sorted(pods, key=lambda p: str(p["metadata"]["name"]))) if pods else None
+
+    return e2e.wait_until("a worker Pod to hit", pick, 120, every=1)
+
+
+def _delete_pod(ctx: _Context) -> Event:
+    pod = _random_pod(ctx, running=False)
+    name = pod["metadata"]["name"]
+    ctx.kubectl("delete", "pod", name, "-n", ctx.namespace, "--wait=false")
+    return Event("delete-pod", name, 0, detail="kubectl delete pod (SIGTERM, recreated by the StatefulSet)")
+
+
+def _kill_worker(ctx: _Context) -> Event:
+    pod = _random_pod(ctx, running=True)
+    pid = e2e.pod_pid(pod)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    return Event("kill-worker", pod["metadata"]["name"], 0, detail=f"SIGKILL pid {pid}")
+
+
+def _restart_operator(ctx: _Context) -> Event:
+    old = ctx.operator.pid
+    ctx.operator.restart()
+    return Event(
+        "restart-operator",
+        "baton operator",
+        0,
+        detail=f"SIGKILL pid {old}, new pid {ctx.operator.pid} (start #{ctx.operator.starts})",
+    )
+
+
+def _active_color(ctx: _Context) -> Color:
+    """The color in force, from the control topic (the truth the workers' sink gates follow)."""
+    reader = ControlReader(ctx.bootstrap, control_topic(ctx.application_id))
+    try:
+        state, _ = current_state(list(reader.read_to_end()))
+    finally:
+        reader.close()
+    return state.active
+
+
+def _deploy(ctx: _Context) -> Event:
+    """A new version: a podTemplate env change, then the active color flips (see the module doc).
+
+    Which path this checkout takes is read from the status, not guessed from the code: the
+    operator's flow shows a deploy phase while the two colors run different revisions; an
+    operator without it rolls both colors to the same revision and leaves the active color.
+    """
+    ctx.version += 1
+    version = f"v{ctx.version}"
+    before = _active_color(ctx)
+    target: Color = "green" if before == "blue" else "blue"
+    e2e.set_env(ctx.body, VERSION_VAR, version)
+    ctx.kubectl.apply(ctx.body)
+    seen: list[str] = []
+
+    def settled() -> str | None:
+        body = e2e.app_object(ctx.kubectl, ctx.namespace, APP)
+        st = body.get("status") or {}
+        phase = str(st.get("phase"))
+        if not seen or seen[-1] != phase:
+            seen.append(phase)
+        if phase in DEPLOY_PHASES:
+            ctx.mode = DeployMode.OPERATOR
+        if st.get("activeColor") == target and phase == "Stable" and _active_color(ctx) == target:
+            ctx.mode = DeployMode.OPERATOR
+            return "operator"
+        hashes = {c: (v or {}).get("specHash") for c, v in (st.get("colors") or {}).items()}
+        same = len(set(hashes.values())) == 1 and len(hashes) == 2
+        if ctx.mode is not DeployMode.OPERATOR and e2e.is_ready(body) and same and phase == "Stable":
+            return "both colors rolled"
+        return None
+
+    how = e2e.wait_until(f"the deploy of {version} to settle", settled, ctx.cfg.ready_timeout_s, every=1)
+    phases = " -> ".join(seen)
+    if how == "operator":
+        return Event("deploy", f"{VERSION_VAR}={version}", 0, detail=f"operator flipped {before} -> {target} ({phases})")
+    ctx.mode = DeployMode.FLIP
+    aborts: list[str] = []
+    for _attempt in range(5):
+        result = flip(ctx.bootstrap, ctx.application_id, target, deadline_s=15)
+        if result.committed:
+            return Event(
+                "deploy",
+                f"{VERSION_VAR}={version}",
+                0,
+                detail=(
+                    f"both colors rolled ({phases}), then baton flip {before} -> {target} epoch {result.epoch} "
+                    f"pause {result.pause_ms:.0f} ms" + (f" after aborts: {'; '.join(aborts)}" if aborts else "")
+                ),
+            )
+        aborts.append(result.reason)
+        e2e.wait_app_ready(ctx.kubectl, ctx.namespace, APP, ctx.cfg.ready_timeout_s)
+    raise RuntimeError(f"flip to {target} aborted 5 times: {aborts}")
+
+
+def _rollback(ctx: _Context) -> Event:
+    """The operator's rollback annotation: flip back to the old color, still warm on the old version.
+
+    Without the operator's flow both colors run the new version, so there is nothing to roll
+    back to: the event is recorded as skipped rather than faked with a flip.
+    """
+    if ctx.mode is not DeployMode.OPERATOR:
+        return Event("rollback-skipped", APP, 0, detail=f"deploy mode {ctx.mode}: the operator has no rollback")
+    before = _active_color(ctx)
+    target: Color = "green" if before == "blue" else "blue"
+    ctx.kubectl("annotate", "sapp", APP, "-n", ctx.namespace, f"{ANNOTATION_ROLLBACK}=true", "--overwrite")
+
+    def back() -> bool:
+        st = _status(ctx)
+        return st.get("activeColor") == target and st.get("phase") == "Stable" and _active_color(ctx) == target
+
+    e2e.wait_until(f"the rollback to {target}", back, ctx.cfg.ready_timeout_s, every=1)
+    return Event("rollback", APP, 0, detail=f"annotation {ANNOTATION_ROLLBACK}: {before} -> {target}")
+
+
+def _status(ctx: _Context) -> dict[str, Any]:
+    status: dict[str, Any] = e2e.app_object(ctx.kubectl, ctx.namespace, APP).get("status") or {}
+    return status
+
+
+INJECT: dict[str, Callable[[_Context], Event]] = {
+    "delete-pod": _delete_pod,
+    "kill-worker": _kill_worker,
+    "restart-operator": _restart_operator,
+    "deploy": _deploy,
+    "rollback": _rollback,
+}
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).values():
+        fut.result(30)
+
+
+def delete_topics(bootstrap: str, names: list[str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.delete_topics(names).values():
+        with contextlib.suppress(Exception):
+            fut.result(30)

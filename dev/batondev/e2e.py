@@ -1,0 +1,339 @@
+"""End-to-end building blocks on the local stack (dev and test tooling, not product).
+
+The chaos test, ``bench/chaos.py`` and the demo all need the same pieces: the real
+``kubectl``, the CRDs, ``baton operator`` as a subprocess that can be SIGKILLed and started
+again, the click counter as a StreamApp pointed at the local broker, the worker Pods the
+pod runner runs (with their local process ids), and a record-by-record check of the
+``read_committed`` output. Nothing here fakes Kafka or the Kubernetes API: every call goes
+to the real broker, API server and processes.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+
+from batondev import gobuild, kube
+
+REPO = Path(__file__).resolve().parents[2]
+CRD = REPO / "crds" / "streamapps.baton.dev.yaml"
+PEERING_CRDS = REPO / "baton" / "operator" / "manifests" / "peering-crds.yaml"
+EXAMPLE = REPO / "examples" / "click-counter.yaml"
+APP_LABEL = "baton.dev/app"
+COLOR_LABEL = "baton.dev/color"
+
+T = TypeVar("T")
+
+
+def wait_until(what: str, probe: Callable[[], T | None], timeout: float, every: float = 0.5) -> T:
+    """Poll ``probe`` until it returns something truthy; TimeoutError naming ``what`` (and the last value)."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while True:
+        last = probe()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+        time.sleep(every)
+
+
+@dataclass(frozen=True)
+class Kubectl:
+    """The stack's real kubectl with its admin kubeconfig."""
+
+    binary: Path
+    kubeconfig: Path
+
+    @classmethod
+    def local(cls) -> Kubectl:
+        return cls(gobuild.kube_dir() / "bin" / "kubectl", kube.kubeconfig())
+
+    def __call__(
+        self, *args: str, check: bool = True, input: str | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(
+            [str(self.binary), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and out.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed ({out.returncode}): {out.stderr.strip()}")
+        return out
+
+    def get(self, *args: str) -> Any:
+        """``kubectl get ARGS -o json`` parsed, or None when the object does not exist."""
+        out = self("get", *args, "-o", "json", check=False)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+
+    def apply(self, body: dict[str, Any]) -> None:
+        self("apply", "-f", "-", input=json.dumps(body))
+
+
+def install_crds(kubectl: Kubectl) -> None:
+    """The StreamApp CRD and kopf's peering CRDs (idempotent), once they are served."""
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD), "-f", str(PEERING_CRDS))
+    kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/streamapps.baton.dev",
+        "crd/kopfpeerings.kopf.dev",
+        "crd/clusterkopfpeerings.kopf.dev",
+    )
+
+
+class Operator:
+    """``baton operator`` for one namespace as a subprocess, as it runs in production.
+
+    It keeps kopf peering (leader election) on, with a short lifetime, so a restart after a
+    SIGKILL goes through the same takeover a second replica would: the new process waits
+    until the dead one's peering record expires, then resumes every app.
+    """
+
+    READY_LINE = "Initial authentication has finished"
+
+    def __init__(self, namespace: str, log: Path, peering_lifetime: int = 6) -> None:
+        self.namespace, self.log, self.peering_lifetime = namespace, log, peering_lifetime
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self, timeout: float = 120) -> Operator:
+        """Start the process and wait until kopf has talked to the API server."""
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig()), "PYTHONUNBUFFERED": "1"}
+        baton = Path(sys.executable).parent / "baton"
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [str(baton), "operator", "-n", self.namespace, "--peering-lifetime", str(self.peering_lifetime)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        self.starts += 1
+
+        def started() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"operator exited {self.proc.returncode}: {self.tail()}")
+            return self.READY_LINE in self.log.read_bytes()[offset:].decode(errors="replace")
+
+        wait_until("the operator to start", started, timeout)
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+
+    def kill(self, sig: int = signal.SIGKILL, timeout: float = 60) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def restart(self) -> None:
+        """SIGKILL (no clean shutdown, as when a node dies) and start a new process."""
+        self.kill(signal.SIGKILL)
+        self.start()
+
+    def tail(self, lines: int = 30) -> str:
+        with contextlib.suppress(FileNotFoundError):
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return "(no log)"
+
+
+def click_counter_app(
+    *,
+    name: str,
+    namespace: str,
+    bootstrap: str,
+    clicks_topic: str,
+    counts_topic: str,
+    application_id: str,
+    replicas: int = 2,
+    standby_replicas: int = 1,
+    write_cache: bool = False,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """examples/click-counter.yaml pointed at the local broker and sized for a laptop.
+
+    The write cache is off by default so every input record yields one output record and
+    the output can be checked record by record (see :func:`verdict`). The topology is the
+    module path ``examples.click_counter:topology``, importable because the pod runner gives
+    each process the repo as cwd and PYTHONPATH.
+    """
+    import yaml
+
+    body: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    body["metadata"] = {"name": name, "namespace": namespace}
+    spec = body["spec"]
+    spec["kafka"]["bootstrapServers"] = bootstrap
+    spec["applicationId"] = application_id
+    spec["replicas"] = replicas
+    spec["standbyReplicas"] = standby_replicas
+    spec["resources"] = {}
+    spec["state"] = {"store": "rocksdb", "size": "256Mi"}
+    # A short grace: a deleted Pod's worker commits and leaves at once on SIGTERM anyway.
+    spec["worker"] = {"writeCache": write_cache, "shutdownGraceSeconds": 10}
+    spec["upgrade"] = {**spec.get("upgrade", {}), "promotionStableSeconds": 5, "standbyUpgradeDelaySeconds": 10}
+    spec["deletionPolicy"] = "DeleteTopics"  # the app's internal topics go with it
+    spec["podTemplate"] = {
+        **spec.get("podTemplate", {}),
+        "env": [
+            {"name": "CLICKS_TOPIC", "value": clicks_topic},
+            {"name": "COUNTS_TOPIC", "value": counts_topic},
+            *({"name": k, "value": v} for k, v in (env or {}).items()),
+        ],
+    }
+    return body
+
+
+def set_env(body: dict[str, Any], name: str, value: str) -> None:
+    """Set one podTemplate env variable of a StreamApp body (a spec change: a deploy)."""
+    env: list[dict[str, Any]] = body["spec"]["podTemplate"]["env"]
+    for item in env:
+        if item["name"] == name:
+            item["value"] = value
+            return
+    env.append({"name": name, "value": value})
+
+
+def app_object(kubectl: Kubectl, namespace: str, name: str) -> dict[str, Any]:
+    body: dict[str, Any] | None = kubectl.get("sapp", name, "-n", namespace)
+    if body is None:
+        raise RuntimeError(f"StreamApp {namespace}/{name} not found")
+    return body
+
+
+def condition(body: dict[str, Any], kind: str) -> dict[str, Any]:
+    for cond in (body.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return dict(cond)
+    return {}
+
+
+def is_ready(body: dict[str, Any]) -> bool:
+    """Ready=True for the current generation (a Ready left over from the last spec does not count)."""
+    cond = condition(body, "Ready")
+    return cond.get("status") == "True" and cond.get("observedGeneration") == body["metadata"].get("generation")
+
+
+def wait_app_ready(kubectl: Kubectl, namespace: str, name: str, timeout: float) -> dict[str, Any]:
+    """The StreamApp once it is Ready at its current generation (what a deploy pipeline waits for)."""
+    return wait_until(
+        f"StreamApp {name} Ready",
+        lambda: (b if is_ready(b := app_object(kubectl, namespace, name)) else None),
+        timeout,
+        every=1.0,
+    )
+
+
+def worker_pods(kubectl: Kubectl, namespace: str, app: str) -> list[dict[str, Any]]:
+    """The app's worker Pods (both colors) that are not being deleted."""
+    out = kubectl.get("pods", "-n", namespace, "-l", f"{APP_LABEL}={app}")
+    items: list[dict[str, Any]] = (out or {}).get("items") or []
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+def pod_pid(pod: dict[str, Any]) -> int | None:
+    """The local process id of a Pod's running container (``podrunner://<pid>``), if it runs."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        cid = str(status.get("containerID") or "")
+        if cid.startswith("podrunner://") and "running" in (status.get("state") or {}):
+            return int(cid.removeprefix("podrunner://"))
+    return None
+
+
+def restarts(pods: Iterable[dict[str, Any]]) -> int:
+    return sum(
+        int(s.get("restartCount") or 0)
+        for p in pods
+        for s in (p.get("status") or {}).get("containerStatuses") or []
+    )
+
+
+@dataclass
+class Verdict:
+    """The sink output compared with what the input implies, per user: the counts 1..n in order."""
+
+    records_in: int
+    records_out: int
+    lost: int
+    duplicated: int
+    out_of_order: int
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def exact(self) -> bool:
+        return self.lost == 0 and self.duplicated == 0 and self.out_of_order == 0 and not self.problems
+
+
+def verdict(outputs: Iterable[tuple[bytes | None, bytes | None]], sent: dict[str, int]) -> Verdict:
+    """Compare (key, value) outputs in topic order with ``sent`` (inputs per user).
+
+    With the write cache off, one uninterrupted run emits 1, 2, ..., n for a user with n
+    clicks. Anything missing is lost, anything seen twice is duplicated, and a count not
+    greater than the one before it (per key, in partition order) is out of order.
+    """
+    per_key: dict[str, list[int]] = collections.defaultdict(list)
+    problems: list[str] = []
+    for key, value in outputs:
+        if key is None or value is None:
+            problems.append(f"record with key {key!r} value {value!r}")
+            continue
+        per_key[key.decode()].append(int(orjson.loads(value)))
+    lost = duplicated = disorder = 0
+    for user in sorted(set(per_key) | set(sent)):
+        seq, n = per_key.get(user, []), sent.get(user, 0)
+        seen = collections.Counter(seq)
+        user_lost = sum(1 for c in range(1, n + 1) if c not in seen)
+        user_dup = sum(k - 1 for k in seen.values() if k > 1) + sum(k for c, k in seen.items() if c > n)
+        user_disorder = sum(1 for i in range(1, len(seq)) if seq[i] <= seq[i - 1])
+        lost, duplicated, disorder = lost + user_lost, duplicated + user_dup, disorder + user_disorder
+        if user_lost or user_dup or user_disorder:
+            problems.append(
+                f"{user}: {len(seq)} outputs for {n} inputs, lost {user_lost}, "
+                f"duplicated/extra {user_dup}, out of order {user_disorder}"
+            )
+    return Verdict(
+        records_in=sum(sent.values()),
+        records_out=sum(len(v) for v in per_key.values()),
+        lost=lost,
+        duplicated=duplicated,
+        out_of_order=disorder,
+        problems=problems,
+    )
+
+
+def latest_counts(outputs: Iterable[tuple[bytes | None, bytes | None]]) -> dict[str, int]:
+    """The last count per user in topic order: what a table built from the output would hold."""
+    out: dict[str, int] = {}
+    for key, value in outputs:
+        if key is not None and value is not None:
+            out[key.decode()] = int(orjson.loads(value))
+    return out
+
+
+def safe_name(text: str, limit: int = 40) -> str:
+    """A DNS-1123 label fragment (Kafka topics accept it too)."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit].strip("-")

@@ -1,0 +1,71 @@
+"""Chaos from ``kubectl apply`` to exact counts (issue 10), the short CI variant.
+
+The click counter runs as a StreamApp (two colors, 2 replicas each, one standby of every
+task, exactly-once, write cache off) under the real operator, with its Pods run as local
+processes by the pod runner. Clicks arrive at a fixed rate while the test deletes worker
+Pods, SIGKILLs worker processes, SIGKILLs and restarts the operator, and deploys a new
+version. Then the ``read_committed`` output must be exactly what the input implies, per
+user the counts 1..n in order, and the StreamApp must be Ready again.
+
+Two deploys (podTemplate env changes) and a rollback between them. With the operator's
+blue-green flow (issue 6) the operator updates the idle color, waits, flips, and a
+``baton.dev/rollback`` annotation flips back. An operator without that flow rolls both
+colors at once; the scenario then switches the active color with
+``baton.control.coordinator.flip`` (what ``baton flip`` runs) and records the rollback as
+skipped. The report prints which mode ran (``batondev.chaos.DeployMode``). The long
+variant is ``bench/chaos.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from batondev.chaos import Chaos, ChaosConfig, DeployMode
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.usefixtures("kube")
+def test_faults_and_deploys_under_steady_input_keep_the_output_exact(
+    kafka_bootstrap: str,
+    namespace: str,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cfg = ChaosConfig(
+        faults=5,
+        fault_interval_s=5.0,
+        deploys=2,
+        rollbacks=1,
+        rate=40,
+        replicas=2,
+        standby_replicas=1,
+        partitions=4,
+    )
+    chaos = Chaos(
+        cfg,
+        namespace=namespace,
+        bootstrap=kafka_bootstrap,
+        clicks_topic=new_topic(partitions=cfg.partitions),
+        counts_topic=new_topic(partitions=cfg.partitions),
+        workdir=tmp_path,
+    )
+    report = chaos.run()
+    with capsys.disabled():
+        print(f"\nchaos e2e: faults injected\n{report.events_table()}\n{report.summary_table()}")
+
+    kinds = report.by_kind()
+    assert sum(kinds.get(k, 0) for k in ("delete-pod", "kill-worker", "restart-operator")) >= 5, kinds
+    assert all(kinds.get(k) for k in ("delete-pod", "kill-worker", "restart-operator")), kinds
+    assert kinds.get("deploy", 0) >= 1, kinds
+    if report.deploy_mode == DeployMode.OPERATOR:
+        assert kinds.get("rollback") == 1, kinds
+    assert report.pod_restarts >= 1, "no SIGKILLed worker was restarted: the kills hit nothing"
+    verdict = report.verdict
+    assert verdict.records_in > 0
+    assert verdict.exact, "\n".join(verdict.problems[:20])
+    assert verdict.records_out == verdict.records_in
+    assert report.final_ready, "the StreamApp did not return to Ready"
