@@ -1,6 +1,9 @@
 """kopf handlers: thin glue from watch events to :mod:`baton.operator.reconcile`.
 
-- create/update/resume of a StreamApp, and a periodic timer (drift, lag): full reconcile;
+- create/update/resume of a StreamApp: full reconcile of the Kubernetes objects (fast, no Kafka);
+- a daemon per StreamApp: the deploy loop. It reads lag and the control topic, runs the deploy
+  machine and its flips, and sleeps as long as the machine says (seconds during a deploy,
+  30 s when stable) or until a change of the app wakes it;
 - any change of a StatefulSet the operator owns: status refresh (fast `kubectl wait`);
 - delete with deletionPolicy DeleteTopics: delete internal topics (kopf's finalizer,
   added only to apps with that policy, holds the deletion until it is done).
@@ -9,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any, cast
@@ -18,6 +22,7 @@ import kopf
 from baton.operator import reconcile as rec
 from baton.operator.constants import FINALIZER, GROUP, PLURAL, VERSION
 from baton.operator.kube import Kube
+from baton.operator.metrics import METRICS, serve_from_env
 from baton.operator.topics import KafkaUnavailableError
 
 
@@ -45,7 +50,7 @@ def _options(memo: kopf.Memo) -> Options:
 
 
 @kopf.on.startup()
-def configure(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+async def configure(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     options = _options(memo)
     # Progress and the diff base live in annotations: the status belongs to baton alone.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
@@ -59,6 +64,10 @@ def configure(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> 
     settings.watching.server_timeout = 300
     settings.execution.max_workers = 8
     memo["kube"] = Kube.connect()
+    memo["loop"] = asyncio.get_running_loop()
+    port = serve_from_env()
+    if port is not None:
+        logging.getLogger(__name__).info(f"metrics on :{port}/metrics")
 
 
 def _reconcile(
@@ -78,17 +87,50 @@ def _reconcile(
 @kopf.on.update(GROUP, VERSION, PLURAL)
 def on_change(*, memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
     _reconcile(memo, namespace, name, logger)
+    wake: asyncio.Event | None = memo.get("wake")
+    loop: asyncio.AbstractEventLoop | None = memo.get("loop")
+    if wake is not None and loop is not None:
+        loop.call_soon_threadsafe(wake.set)  # the deploy loop looks at the change now
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=30.0, initial_delay=2.0, idle=None)
-async def resync(*, memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
-    """Undo drift (an object deleted or edited by hand) and refresh lag.
+def _wake(memo: kopf.Memo) -> asyncio.Event:
+    """The per-app event that wakes its deploy loop (kopf gives each object its own memo copy)."""
+    event: asyncio.Event | None = memo.get("wake")
+    if event is None:
+        memo["wake"] = event = asyncio.Event()
+    return event
 
-    Kafka work (control topic, lag) happens only here, so a slow or unreachable cluster never
-    delays the handlers of spec changes and deletions. Async so that kopf can cancel it at once
-    when the app is deleted (a sync timer would hold the finalizer until its thread returns).
+
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_backoff=1.0, cancellation_timeout=30.0)
+async def deploy_loop(
+    *, memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, stopped: Any, **_: Any
+) -> None:
+    """Undo drift, refresh lag, and drive deploys and flips, one app at a time.
+
+    Kafka work (control topic, lag, flips) happens only here, so a slow or unreachable cluster
+    never delays the handlers of spec changes and deletions. The pass runs in a worker thread
+    (a flip blocks for up to its deadline); the loop itself only waits, so kopf can stop it at
+    once when the app is deleted.
     """
-    await asyncio.to_thread(_reconcile, memo, namespace, name, logger, True)
+    assert namespace is not None, "StreamApp is namespaced"
+    wake = _wake(memo)
+    await asyncio.sleep(0.5)
+    while not stopped:
+        wake.clear()
+        delay = 30.0
+        try:
+            outcome = await asyncio.to_thread(
+                rec.reconcile, _kube(memo), namespace, name, _events, _options(memo).kafka
+            )
+        except Exception as exc:  # transient API trouble: try again soon
+            logger.warning(f"deploy loop pass failed: {exc}")
+            delay = 3.0
+        else:
+            if outcome is None:
+                return
+            delay = outcome.requeue_after
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), timeout=delay)
 
 
 def _owner(body: kopf.Body) -> str | None:
@@ -111,6 +153,11 @@ def on_statefulset(*, memo: kopf.Memo, body: kopf.Body, namespace: str | None, t
 
 def _delete_topics_policy(*, spec: kopf.Spec, **_: Any) -> bool:
     return bool(spec.get("deletionPolicy") == "DeleteTopics")
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
+def forget_metrics(*, namespace: str | None, name: str, **_: Any) -> None:
+    METRICS.forget(namespace or "", name)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, when=_delete_topics_policy, retries=20, backoff=3)

@@ -175,3 +175,25 @@ class Kube:
                 return None
             raise
         return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+
+    def remove_annotations(
+        self, api_version: str, kind: str, name: str, namespace: str, keys: list[str]
+    ) -> None:
+        """Delete annotations (a merge patch with nulls), e.g. a consumed baton.dev/rollback."""
+        if not keys:
+            return
+        resource = self._resource(api_version, kind)
+        body = {"metadata": {"annotations": dict.fromkeys(keys)}}
+        with contextlib.suppress(NotFoundError):
+            with_retries(
+                lambda: resource.patch(
+                    body=body, name=name, namespace=namespace, content_type="application/merge-patch+json"
+                )
+            )
+
+    def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        listing = with_retries(
+            lambda: self._resource("v1", "Pod").get(namespace=namespace, label_selector=selector)
+        )
+        items: list[dict[str, Any]] = listing.to_dict()["items"]
+        return items

@@ -10,17 +10,30 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from baton.operator import topics
+from baton.operator import deploy, flips, rolling, topics
 from baton.operator.builders import desired_objects
+from baton.operator.builders.common import selector_string
+from baton.operator.builders.desired import ColorRun, color_runs
 from baton.operator.builders.statefulset import spec_hash
 from baton.operator.constants import API_VERSION, KIND, Color
+from baton.operator.deploy import (
+    ANNOTATION_PROMOTE,
+    ANNOTATION_ROLLBACK,
+    ColorView,
+    FlipOutcome,
+    Inputs,
+    Plan,
+)
+from baton.operator.deploy_record import DeployRecord, from_status, spec_json, to_status
 from baton.operator.kube import Kube, RefusedError
+from baton.operator.metrics import METRICS
 from baton.operator.spec import StreamApp
-from baton.operator.status import Observed, compute_status
+from baton.operator.status import Observed, color_readiness, compute_status
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +59,7 @@ class Outcome:
     pruned: list[str] = field(default_factory=list)
     status: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    requeue_after: float = 30.0  # when the deploy machine wants to look again
 
 
 def _ref(obj: dict[str, Any]) -> str:
@@ -56,16 +70,20 @@ def _observe(kube: Kube, app: StreamApp) -> dict[Color, dict[str, Any] | None]:
     return {c: kube.get("apps/v1", "StatefulSet", f"{app.name}-{c}", app.namespace) for c in app.colors}
 
 
-def _kafka_admin(kube: Kube, app: StreamApp) -> tuple[Any, str | None]:
-    """An AdminClient for the app's cluster, or (None, why not)."""
+def _kafka_admin(kube: Kube, app: StreamApp) -> tuple[Any, dict[str, Any], str | None]:
+    """An AdminClient for the app's cluster and its config, or (None, {}, why not)."""
     secret_ref = app.spec.kafka.secret_ref
     secret = None
     if secret_ref is not None and app.spec.kafka.security_protocol != "PLAINTEXT":
         secret = kube.secret_data(secret_ref.name, app.namespace)
         if secret is None:
-            return None, (
-                f"the operator cannot read Secret {secret_ref.name}; "
-                "the workers create the internal topics themselves"
+            return (
+                None,
+                {},
+                (
+                    f"the operator cannot read Secret {secret_ref.name}; "
+                    "the workers create the internal topics themselves"
+                ),
             )
     config = topics.admin_config(app, secret)
     key, fingerprint = f"{app.namespace}/{app.name}", repr(sorted(config.items()))
@@ -73,21 +91,40 @@ def _kafka_admin(kube: Kube, app: StreamApp) -> tuple[Any, str | None]:
         cached = _admins.get(key)
         if cached is None or cached[0] != fingerprint:
             _admins[key] = cached = (fingerprint, topics.new_admin(config))
-    return cached[1], None
+    return cached[1], config, None
 
 
-def _manage_topics(
-    kube: Kube,
-    app: StreamApp,
-    body: dict[str, Any],
-    events: EventSink,
-) -> tuple[dict[str, str], dict[Color, int]]:
-    """Ensure the control topic and read lag; never raises for Kafka trouble (status says it)."""
-    admin, why_not = _kafka_admin(kube, app)
+@dataclass(frozen=True)
+class KafkaView:
+    """What Kafka said in one pass: topic status, lag per application id, the control state."""
+
+    topics: dict[str, str] = field(default_factory=dict)
+    lag: dict[str, int] = field(default_factory=dict)  # application id (with generation) -> lag
+    control: flips.ControlState | None = None
+    extra: dict[str, str] = field(default_factory=dict)  # client security settings for flips
+
+
+def _application_ids(app: StreamApp, status: dict[str, Any]) -> list[str]:
+    """Every application id a color runs or is about to run (lag is read for each)."""
+    record = from_status(status.get("deploy"))
+    ids = {app.color_application_id(c) for c in app.colors}
+    if record is not None:
+        ids |= {app.color_application_id(c, a.generation) for c, a in record.colors.items()}
+        top = max(a.generation for a in record.colors.values())
+        # a Rebuild starting in this very pass gets generation top+1
+        ids |= {app.color_application_id(c, top + 1) for c in app.colors}
+    return sorted(ids)
+
+
+def _observe_kafka(kube: Kube, app: StreamApp, body: dict[str, Any], events: EventSink) -> KafkaView:
+    """Ensure the control topic, read lag and who is active; never raises for Kafka trouble."""
+    admin, config, why_not = _kafka_admin(kube, app)
     if admin is None:
-        return {"message": why_not or ""}, {}
+        return KafkaView(topics={"message": why_not or ""})
     result: dict[str, str] = {}
-    lag: dict[Color, int] = {}
+    lag: dict[str, int] = {}
+    control = None
+    extra = flips.client_extra(config)
     try:
         if app.spec.upgrade.strategy == "BlueGreen":
             known = ((body.get("status") or {}).get("topics") or {}).get("control")
@@ -96,51 +133,225 @@ def _manage_topics(
             ):
                 events(body, "Normal", "TopicCreated", f"created control topic {app.control_topic}")
             result["control"] = app.control_topic
-        for color in app.colors:
-            value = topics.consumer_lag(admin, app.color_application_id(color))
+        for app_id in _application_ids(app, body.get("status") or {}):
+            value = topics.consumer_lag(admin, app_id)
             if value is not None:
-                lag[color] = value
+                lag[app_id] = value
+        if app.spec.upgrade.strategy == "BlueGreen":
+            control = flips.read_state(app.spec.kafka.bootstrap_servers, app.control_topic, extra)
     except topics.KafkaUnavailableError as exc:
         result["message"] = f"Kafka: {exc}"
-    return result, lag
+    except Exception as exc:
+        result["message"] = f"Kafka: {exc}"
+    return KafkaView(result, lag, control, extra)
+
+
+def _flag(body: dict[str, Any], key: str) -> bool:
+    value = ((body.get("metadata") or {}).get("annotations") or {}).get(key)
+    return value is not None and str(value).lower() not in ("", "false", "0", "no")
 
 
 def reconcile(kube: Kube, namespace: str, name: str, events: EventSink, kafka: bool = True) -> Outcome | None:
-    """Bring one StreamApp's objects and status in line with its spec. None if it is gone."""
-    with _lock(f"{namespace}/{name}"):
+    """Bring one StreamApp's objects and status in line with its spec. None if it is gone.
+
+    With ``kafka`` (the operator's periodic pass) it also reads lag and the control topic and
+    carries out the deploy machine's flips; without (spec and StatefulSet changes) it only
+    applies objects and status, quickly.
+    """
+    key = f"{namespace}/{name}"
+    view: KafkaView | None = None
+    if kafka:
         body = kube.get(API_VERSION, KIND, name, namespace)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
         app = StreamApp.from_body(body)
-        outcome = Outcome()
-        previous_status = body.get("status") or {}
         if not app.spec.paused:
-            outcome.error = _apply_all(kube, app, body, events, outcome)
-        observed = Observed(
-            statefulsets=_observe(kube, app),
-            active_color=previous_status.get("activeColor") or app.colors[0],
-            error=outcome.error,
-        )
-        outcome.status = write_status(kube, app, body, observed, events)
-    # Kafka may be slow or away: talk to it outside the lock, then fold the result into status.
-    if kafka and outcome.error is None and not app.spec.paused:
-        topic_status, lag = _manage_topics(kube, app, body, events)
-        outcome.status = (
-            refresh_status(kube, namespace, name, events, topic_status=topic_status, lag=lag)
-            or outcome.status
-        )
+            view = _observe_kafka(kube, app, body, events)  # slow: outside the lock
+    with METRICS.reconciling(namespace):
+        with _lock(key):
+            done = _pass(kube, namespace, name, events, view, apply=True)
+        if done is None:
+            return None
+        outcome, plan, app = done
+        if kafka and view is not None and plan is not None and plan.flip is not None:
+            _flip(kube, app, plan.flip, view, events)
+            with _lock(key):
+                done = _pass(kube, namespace, name, events, None, apply=True, flip=_last.pop(key, None))
+            if done is not None:
+                outcome, plan, app = done
+        if plan is not None and plan.roll and not app.spec.paused:
+            _roll(kube, app, events)
+    if plan is not None:
+        outcome.requeue_after = plan.requeue_after
     return outcome
 
 
-def _apply_all(
+# The result of the flip just run, per app, handed from _flip to the next _pass.
+_last: dict[str, tuple[FlipOutcome, dict[str, Any], float]] = {}
+_flipping: set[str] = set()
+
+
+def _flip(kube: Kube, app: StreamApp, to: Color, view: KafkaView, events: EventSink) -> None:
+    """Run the flip the plan asks for (blocking this worker thread, never kopf's loop)."""
+    key = f"{app.namespace}/{app.name}"
+    with _locks_guard:
+        if key in _flipping:
+            return
+        _flipping.add(key)
+    try:
+        outcome, last, seconds = flips.flip(
+            app.spec.kafka.bootstrap_servers, app.application_id, to, view.extra
+        )
+    finally:
+        with _locks_guard:
+            _flipping.discard(key)
+    METRICS.flip_finished(
+        app.namespace,
+        app.name,
+        "committed" if outcome.committed else "aborted" if outcome.epoch else "failed",
+        seconds,
+    )
+    _last[key] = (outcome, last, seconds)
+
+
+def _roll(kube: Kube, app: StreamApp, events: EventSink) -> None:
+    """Rolling: delete the next outdated Pod once every Pod is Ready (see baton.operator.rolling)."""
+    sts = kube.get("apps/v1", "StatefulSet", f"{app.name}-blue", app.namespace)
+    if sts is None:
+        return
+    status = sts.get("status") or {}
+    if int(status.get("observedGeneration") or 0) < int(sts["metadata"].get("generation") or 0):
+        return
+    pods = kube.pods(app.namespace, selector_string(app, "blue"))
+    victim = rolling.next_pod_to_restart(pods, str(status.get("updateRevision") or ""), app.spec.replicas)
+    if victim is None:
+        return
+    pod = next(p for p in pods if p["metadata"]["name"] == victim)
+    kube.delete({"apiVersion": "v1", "kind": "Pod", "metadata": pod["metadata"]})
+    body = kube.get(API_VERSION, KIND, app.name, app.namespace)
+    if body is not None:
+        events(body, "Normal", "PodRestarted", f"restarted Pod {victim} to run the new revision")
+
+
+def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
+    kube: Kube,
+    namespace: str,
+    name: str,
+    events: EventSink,
+    view: KafkaView | None,
+    apply: bool,
+    flip: tuple[FlipOutcome, dict[str, Any], float] | None = None,
+) -> tuple[Outcome, Plan | None, StreamApp] | None:
+    """One locked pass: read the app fresh, run the deploy machine, apply, write status."""
+    body = kube.get(API_VERSION, KIND, name, namespace)
+    if body is None or body["metadata"].get("deletionTimestamp"):
+        return None
+    app = StreamApp.from_body(body)
+    outcome = Outcome()
+    previous = body.get("status") or {}
+    record = from_status(previous.get("deploy"))
+    sts = _observe(kube, app)
+    runs = color_runs(app, record)
+    lag = _lag(app, record, view, previous)
+    plan = None
+    if app.spec.paused:
+        runs_now = runs
+    else:
+        revision = spec_hash(app.spec)
+        inputs = Inputs(
+            colors=app.colors,
+            upgrade=app.spec.upgrade,
+            revision=revision,
+            spec=spec_json(app.spec.model_dump(mode="json", by_alias=True)),
+            record=record,
+            active=previous.get("activeColor") or app.colors[0],
+            views=_views(app, sts, record, runs, lag),
+            now=time.time(),
+            control_active=view.control.active if view is not None and view.control is not None else None,
+            promote=_flag(body, ANNOTATION_PROMOTE),
+            rollback=_flag(body, ANNOTATION_ROLLBACK),
+            flip_running=f"{namespace}/{name}" in _flipping,
+            flip=flip[0] if flip is not None else None,
+        )
+        plan = deploy.plan(inputs)
+        runs_now = color_runs(app, plan.record)
+        if plan.clear_annotations:
+            kube.remove_annotations(API_VERSION, KIND, name, namespace, list(plan.clear_annotations))
+        if apply or runs_now != runs:
+            outcome.error = _apply_all(kube, app, body, events, outcome, runs_now, plan.flip_in_progress)
+        for ev in plan.events:
+            events(body, ev.type, ev.reason, ev.message)
+        if plan.outcome is not None:
+            METRICS.deploy_finished(namespace, name, plan.outcome[0], plan.outcome[1])
+        if runs_now != runs:
+            sts = _observe(kube, app)
+            lag = _lag(app, plan.record, view, previous)
+    observed = Observed(
+        statefulsets=sts,
+        active_color=plan.active if plan is not None else previous.get("activeColor") or app.colors[0],
+        error=outcome.error,
+        lag={c: v for c, v in lag.items() if v is not None},
+        topics=view.topics if view is not None else {},
+    )
+    extra: dict[str, Any] = {}
+    if plan is not None:
+        extra["deploy"] = to_status(plan.record)
+    if flip is not None:
+        extra["lastFlip"] = flip[1]
+    outcome.status = write_status(kube, app, body, observed, events, plan=plan, runs=runs_now, extra=extra)
+    METRICS.observe_status(namespace, name, outcome.status)
+    return outcome, plan, app
+
+
+def _lag(
+    app: StreamApp, record: DeployRecord | None, view: KafkaView | None, previous: dict[str, Any]
+) -> dict[Color, int | None]:
+    """Each color's lag under the application id it runs now (fresh, else as last written)."""
+    out: dict[Color, int | None] = {}
+    colors_before = previous.get("colors") or {}
+    for color in app.colors:
+        gen = record.colors[color].generation if record is not None and color in record.colors else 0
+        app_id = app.color_application_id(color, gen)
+        if view is not None and "message" not in view.topics:
+            out[color] = view.lag.get(app_id)
+        else:
+            before = colors_before.get(color) or {}
+            out[color] = (
+                int(before["lag"]) if before.get("applicationId") == app_id and "lag" in before else None
+            )
+    return out
+
+
+def _views(
+    app: StreamApp,
+    sts: dict[Color, dict[str, Any] | None],
+    record: DeployRecord | None,
+    runs: dict[Color, ColorRun],
+    lag: dict[Color, int | None],
+) -> dict[Color, ColorView]:
+    views: dict[Color, ColorView] = {}
+    for color in app.colors:
+        want = spec_hash(runs[color].app.spec)
+        readiness = color_readiness(sts.get(color), app.spec.replicas, want)
+        views[color] = ColorView(readiness.ready, lag.get(color), readiness.message)
+    return views
+
+
+def _apply_all(  # noqa: PLR0917
     kube: Kube,
     app: StreamApp,
     body: dict[str, Any],
     events: EventSink,
     outcome: Outcome,
+    runs: dict[Color, ColorRun] | None = None,
+    flip_in_progress: bool = False,
 ) -> str | None:
     """Dry-run every object first, so a spec the cluster refuses is never half-applied."""
-    objects = desired_objects(app)
+    try:
+        objects = desired_objects(app, runs, flip_in_progress=flip_in_progress)
+    except ValueError as exc:
+        events(body, "Warning", "SpecRefused", str(exc))
+        return str(exc)
     try:
         for obj in objects:
             kube.apply(obj, dry_run=True)
@@ -166,66 +377,62 @@ def _apply_all(
 
 
 def write_status(
-    kube: Kube, app: StreamApp, body: dict[str, Any], observed: Observed, events: EventSink
+    kube: Kube,
+    app: StreamApp,
+    body: dict[str, Any],
+    observed: Observed,
+    events: EventSink,
+    *,
+    plan: Plan | None = None,
+    runs: dict[Color, ColorRun] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Compute and write the status; announce Ready/Stalled transitions as Events."""
     previous = body.get("status") or {}
-    status = compute_status(app, observed, spec_hash(app.spec), previous.get("conditions"))
-    if previous.get("topics") and "topics" not in status:
-        status["topics"] = previous["topics"]  # keep what we learned while Kafka is unreachable
-    if "lag" not in status and "lag" in previous:
-        status["lag"] = previous["lag"]
+    runs = runs or color_runs(app, None)
+    wants = {c: spec_hash(r.app.spec) for c, r in runs.items()}
+    status = compute_status(
+        app,
+        observed,
+        wants,
+        previous.get("conditions"),
+        plan=plan,
+        generations={c: r.generation for c, r in runs.items()},
+    )
+    for key in ("topics", "lag", "lastFlip", "deploy"):
+        if key not in status and key in previous:
+            status[key] = previous[key]  # keep what we learned while Kafka is unreachable
+    status.update(extra or {})
     was = {c["type"]: c["status"] for c in previous.get("conditions") or []}
     now = {c["type"]: c for c in status["conditions"]}
     if now["Ready"]["status"] == "True" and was.get("Ready") != "True":
         events(body, "Normal", "Ready", f"all replicas ready: {status['message']}")
     if now["Stalled"]["status"] == "True" and was.get("Stalled") != "True":
         events(body, "Warning", "Stalled", status["message"])
+    if status.get("phase") != previous.get("phase"):
+        events(
+            body,
+            "Normal",
+            "Phase",
+            f"{previous.get('phase', 'None')} -> {status['phase']}: {status['message']}",
+        )
     if status != {k: previous.get(k) for k in status}:
         kube.apply_status(app.name, app.namespace, status)
     return status
 
 
-def refresh_status(
-    kube: Kube,
-    namespace: str,
-    name: str,
-    events: EventSink,
-    *,
-    topic_status: dict[str, str] | None = None,
-    lag: dict[Color, int] | None = None,
-) -> dict[str, Any] | None:
-    """Status only (after a StatefulSet changed, or with news from Kafka): cheap, no apply."""
+def refresh_status(kube: Kube, namespace: str, name: str, events: EventSink) -> dict[str, Any] | None:
+    """After a StatefulSet changed: run the deploy machine and write status; apply objects only
+    when the machine gave a color another revision (cheap on the many Pod-readiness events)."""
     with _lock(f"{namespace}/{name}"):
-        body = kube.get(API_VERSION, KIND, name, namespace)
-        if body is None or body["metadata"].get("deletionTimestamp"):
-            return None
-        app = StreamApp.from_body(body)
-        previous = body.get("status") or {}
-        stalled = next((c for c in previous.get("conditions") or [] if c.get("type") == "Stalled"), None)
-        error = None
-        same_gen = stalled is not None and stalled.get("observedGeneration") == app.generation
-        if stalled is not None and same_gen and stalled.get("status") == "True":
-            error = stalled.get("message")
-        observed = Observed(
-            statefulsets=_observe(kube, app),
-            active_color=previous.get("activeColor") or app.colors[0],
-            error=error,
-            lag=lag if lag is not None else _previous_lag(previous),
-            topics=topic_status or {},
-        )
-        return write_status(kube, app, body, observed, events)
-
-
-def _previous_lag(status: dict[str, Any]) -> dict[Color, int]:
-    colors: dict[Color, dict[str, Any]] = status.get("colors") or {}
-    return {c: int(v["lag"]) for c, v in colors.items() if "lag" in v}
+        done = _pass(kube, namespace, name, events, None, apply=False)
+    return done[0].status if done is not None else None
 
 
 def delete_topics(kube: Kube, body: dict[str, Any], events: EventSink) -> list[str]:
     """The DeleteTopics deletion policy: delete the app's internal topics (finalizer step)."""
     app = StreamApp.from_body(body)
-    admin, why_not = _kafka_admin(kube, app)
+    admin, _, why_not = _kafka_admin(kube, app)
     if admin is None:
         raise topics.KafkaUnavailableError(why_not or "no Kafka access")
     deleted = topics.delete_internal_topics(admin, app.application_id)

@@ -85,6 +85,12 @@ class CompactionSpec(_Model):
     schedule: str = "17 3 * * *"
     suspend: bool = False
     image: str | None = None
+    snapshot_store: str | None = None
+    snapshot_volume_claim: str | None = None
+    keep: int = 3
+    spark_master: str = "local[*]"
+    active_deadline_seconds: int = 21600
+    resources: ResourcesSpec | None = None
 
 
 class StreamAppSpec(_Model):
@@ -121,9 +127,16 @@ class StreamApp(_Model):
     def application_id(self) -> str:
         return self.spec.application_id or self.name
 
-    def color_application_id(self, color: Color) -> str:
-        """Each color is its own Kafka Streams app: own group, changelogs and state."""
-        return f"{self.application_id}-{color}"
+    def color_application_id(self, color: Color, generation: int = 0) -> str:
+        """Each color is its own Kafka Streams app: own group, changelogs and state.
+
+        A Rebuild gives a color a new generation: ``<applicationId>-<color>-g<N>``.
+        """
+        return (
+            f"{self.application_id}-{color}"
+            if generation == 0
+            else f"{self.application_id}-{color}-g{generation}"
+        )
 
     @property
     def control_topic(self) -> str:

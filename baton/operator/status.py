@@ -8,11 +8,13 @@ reconcile until every color's StatefulSet runs the current spec with all Pods re
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from baton.operator.builders.common import selector_string
 from baton.operator.constants import ANNOTATION_SPEC_HASH, Color
+from baton.operator.deploy import Plan
 from baton.operator.spec import StreamApp
 
 
@@ -84,10 +86,11 @@ def _color_status(
     color: Color,
     sts: dict[str, Any] | None,
     lag: int | None,
+    generation: int = 0,
 ) -> dict[str, Any]:
     status = (sts or {}).get("status") or {}
     out: dict[str, Any] = {
-        "applicationId": app.color_application_id(color),
+        "applicationId": app.color_application_id(color, generation),
         "replicas": int(status.get("replicas") or 0),
         "readyReplicas": int(status.get("readyReplicas") or 0),
         "updatedReplicas": int(status.get("updatedReplicas") or 0),
@@ -100,19 +103,27 @@ def _color_status(
     return out
 
 
-def compute_status(
+def compute_status(  # noqa: PLR0917 (one input per part of the status)
     app: StreamApp,
     observed: Observed,
-    want_hash: str,
+    want_hash: str | Mapping[Color, str],
     previous_conditions: list[dict[str, Any]] | None = None,
     now: datetime.datetime | None = None,
+    plan: Plan | None = None,
+    generations: Mapping[Color, int] | None = None,
 ) -> dict[str, Any]:
-    """The whole ``status`` of a StreamApp (written with server-side apply)."""
+    """The whole ``status`` of a StreamApp (written with server-side apply).
+
+    ``want_hash`` is the spec revision every color should run, or one per color during a
+    blue-green deploy; ``plan`` (the deploy machine's) decides phase, message, Stalled and the
+    active color: Ready is True only when the machine is Stable and every color is rolled out.
+    """
     stamp = (now or datetime.datetime.now(datetime.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     prev = {c["type"]: c for c in previous_conditions or [] if "type" in c}
     gen = app.generation
+    wants = {c: want_hash if isinstance(want_hash, str) else want_hash.get(c, "") for c in app.colors}
     readiness = {
-        c: color_readiness(observed.statefulsets.get(c), app.spec.replicas, want_hash) for c in app.colors
+        c: color_readiness(observed.statefulsets.get(c), app.spec.replicas, wants[c]) for c in app.colors
     }
     all_ready = all(r.ready for r in readiness.values())
     detail = "; ".join(f"{c}: {r.message}" for c, r in readiness.items())
@@ -127,8 +138,21 @@ def compute_status(
         ready = _condition("Ready", all_ready, "Paused", message, gen, prev, stamp)
         reconciling = _condition("Reconciling", False, "Paused", message, gen, prev, stamp)
         stalled = _condition("Stalled", False, "Paused", message, gen, prev, stamp)
+    elif plan is not None and (plan.phase != "Stable" or plan.stalled_reason or not all_ready):
+        any_sts = any(observed.statefulsets.get(c) is not None for c in app.colors)
+        phase, message = plan.phase, plan.message
+        if phase == "Deploying" and not any_sts:
+            phase = "Pending"
+        if plan.stalled_reason:
+            ready = _condition("Ready", False, plan.stalled_reason, message, gen, prev, stamp)
+            reconciling = _condition("Reconciling", False, plan.stalled_reason, message, gen, prev, stamp)
+            stalled = _condition("Stalled", True, plan.stalled_reason, message, gen, prev, stamp)
+        else:
+            ready = _condition("Ready", False, phase, message, gen, prev, stamp)
+            reconciling = _condition("Reconciling", True, phase, message, gen, prev, stamp)
+            stalled = _condition("Stalled", False, "Progressing", message, gen, prev, stamp)
     elif all_ready:
-        phase, message = "Stable", detail
+        phase, message = "Stable", (plan.message if plan is not None else detail)
         ready = _condition("Ready", True, "AllReplicasReady", message, gen, prev, stamp)
         reconciling = _condition("Reconciling", False, "Reconciled", message, gen, prev, stamp)
         stalled = _condition("Stalled", False, "Reconciled", message, gen, prev, stamp)
@@ -139,8 +163,13 @@ def compute_status(
         reconciling = _condition("Reconciling", True, "Deploying", message, gen, prev, stamp)
         stalled = _condition("Stalled", False, "Progressing", message, gen, prev, stamp)
 
-    active = observed.active_color if observed.active_color in app.colors else app.colors[0]
-    colors = {c: _color_status(app, c, observed.statefulsets.get(c), observed.lag.get(c)) for c in app.colors}
+    active = plan.active if plan is not None else observed.active_color
+    active = active if active in app.colors else app.colors[0]
+    gens = generations or {}
+    colors = {
+        c: _color_status(app, c, observed.statefulsets.get(c), observed.lag.get(c), gens.get(c, 0))
+        for c in app.colors
+    }
     status: dict[str, Any] = {
         "observedGeneration": gen,
         "phase": phase,

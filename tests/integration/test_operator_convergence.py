@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from baton.operator.builders import desired_objects
+from baton.operator.builders.desired import color_runs
+from baton.operator.deploy_record import from_status
 from baton.operator.spec import StreamApp
 from tests.integration.test_operator_harness import (
     KubectlFn,
@@ -62,7 +64,9 @@ def _drift(kubectl: KubectlFn, namespace: str) -> list[str]:
     """Differences between the live objects and what the builders want for the live StreamApp."""
     sapp = get_json(kubectl, "sapp", "click-counter", "-n", namespace)
     problems: list[str] = []
-    for obj in desired_objects(StreamApp.from_body(sapp)):
+    app = StreamApp.from_body(sapp)
+    # each color runs the revision the deploy record gives it (blue-green: old active, new idle)
+    for obj in desired_objects(app, color_runs(app, from_status(sapp.get("status", {}).get("deploy")))):
         live = try_get_json(kubectl, obj["kind"].lower(), obj["metadata"]["name"], "-n", namespace)
         if live is None:
             problems.append(f"{obj['kind']}/{obj['metadata']['name']} missing")
@@ -111,10 +115,14 @@ def test_idempotent_and_converges_after_a_kill(
     first.kill(signal.SIGKILL)
     second = operator("--no-kafka", name="second")
     _wait_converged(kubectl, namespace, "objects match the new spec")
+    # Blue-green: the idle color (green) gets the new image, the active one keeps the old until
+    # a flip (none here: no Kafka); replicas are not deployed, they scale both colors at once.
+    images = {"blue": "ghcr.io/baton-dev/baton:0.1.0", "green": "ghcr.io/baton-dev/baton:0.2.0"}
     for color in ("blue", "green"):
         sts = get_json(kubectl, "statefulset", f"click-counter-{color}", "-n", namespace)
         assert sts["spec"]["replicas"] == 4
-        assert sts["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/baton-dev/baton:0.2.0"
+        assert sts["spec"]["template"]["spec"]["containers"][0]["image"] == images[color]
+    assert get_json(kubectl, "sapp", "click-counter", "-n", namespace)["status"]["phase"] == "Deploying"
 
     # A deleted StatefulSet comes back (its watch event triggers a reconcile).
     uid = get_json(kubectl, "statefulset", "click-counter-green", "-n", namespace)["metadata"]["uid"]

@@ -2,18 +2,78 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
+from pydantic.alias_generators import to_camel
+
+from baton.compactor.cronjob import cronjob
+from baton.operator.builders.common import service_account_name
 from baton.operator.builders.pdb import pod_disruption_budget
 from baton.operator.builders.service import headless_service
 from baton.operator.builders.serviceaccount import service_account
-from baton.operator.builders.statefulset import statefulset
-from baton.operator.spec import StreamApp
+from baton.operator.builders.statefulset import NOT_DEPLOYED, statefulset
+from baton.operator.constants import API_VERSION, KIND, Color
+from baton.operator.deploy_record import DeployRecord
+from baton.operator.spec import StreamApp, StreamAppSpec
 
 
-def desired_objects(app: StreamApp) -> list[dict[str, Any]]:
-    """ServiceAccount first (Pods need it), then per color: Service, PDB, StatefulSet."""
+@dataclass(frozen=True)
+class ColorRun:
+    """What one color runs: the app with that color's spec revision, and its id generation."""
+
+    app: StreamApp
+    generation: int = 0
+
+
+def color_runs(app: StreamApp, record: DeployRecord | None) -> dict[Color, ColorRun]:
+    """Each color's spec per the deploy record; without one, every color runs the current spec.
+
+    A color keeps the deployed fields (image, env, topology, ...) of its revision, while the
+    fields that are not deployed (replicas, upgrade, compaction, paused, deletionPolicy) always
+    come from the current spec: scaling and settings apply to both colors at once.
+    """
+    runs: dict[Color, ColorRun] = {}
+    current = app.spec.model_dump(mode="json", by_alias=True)
+    for color in app.colors:
+        assignment = record.colors.get(color) if record is not None else None
+        if assignment is None:
+            runs[color] = ColorRun(app)
+            continue
+        stored = record.specs.get(assignment.revision) if record is not None else None
+        if stored is None:
+            runs[color] = ColorRun(app, assignment.generation)
+            continue
+        merged = {**json.loads(stored), **{to_camel(k): current[to_camel(k)] for k in NOT_DEPLOYED}}
+        spec = StreamAppSpec.model_validate(merged)
+        runs[color] = ColorRun(app.model_copy(update={"spec": spec}), assignment.generation)
+    return runs
+
+
+def _body(app: StreamApp) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": app.name, "namespace": app.namespace}
+    if app.uid is not None:
+        meta["uid"] = app.uid
+    spec = app.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta, "spec": spec}
+
+
+def desired_objects(
+    app: StreamApp, runs: dict[Color, ColorRun] | None = None, *, flip_in_progress: bool = False
+) -> list[dict[str, Any]]:
+    """ServiceAccount first (Pods need it), then per color: Service, PDB, StatefulSet; then the
+    compactor's CronJob (suspended while a flip is in progress)."""
+    runs = runs or color_runs(app, None)
     objects: list[dict[str, Any]] = [service_account(app)]
     for color in app.colors:
-        objects += [headless_service(app, color), pod_disruption_budget(app, color), statefulset(app, color)]
+        run = runs.get(color) or ColorRun(app)
+        objects += [
+            headless_service(app, color),
+            pod_disruption_budget(app, color),
+            statefulset(run.app, color, generation=run.generation),
+        ]
+    job = cronjob(_body(app), flip_in_progress=flip_in_progress, service_account=service_account_name(app))
+    if job is not None:
+        objects.append(job)
     return objects

@@ -37,8 +37,12 @@ def kafka_config(app: StreamApp) -> dict[str, str]:
     return config
 
 
-def worker_env(app: StreamApp, color: Color) -> list[dict[str, Any]]:
-    """Environment of one color's worker container, in a stable order."""
+def worker_env(app: StreamApp, color: Color, generation: int = 0) -> list[dict[str, Any]]:
+    """Environment of one color's worker container, in a stable order.
+
+    The application id carries the color and, after a Rebuild, the generation; the control
+    topic is always the base id's, so it is set explicitly rather than derived by the worker.
+    """
     spec = app.spec
     env: list[dict[str, Any]] = []
     secret = spec.kafka.secret_ref
@@ -49,7 +53,7 @@ def worker_env(app: StreamApp, color: Color) -> list[dict[str, Any]]:
     env += [
         _value("topology", spec.topology),
         _value("bootstrap_servers", spec.kafka.bootstrap_servers),
-        _value("application_id", app.color_application_id(color)),
+        _value("application_id", app.color_application_id(color, generation)),
         {"name": env_var("instance_id"), "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         _value("state_dir", STATE_DIR),
         _value("processing_guarantee", spec.processing_guarantee),

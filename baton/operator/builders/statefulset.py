@@ -34,12 +34,12 @@ STATE_VOLUME = "state"
 
 # Fields that change how many Pods run or how the operator behaves, not what a Pod runs: a
 # change to them is not a deploy (scaling applies to both colors at once).
-_NOT_DEPLOYED = {"replicas", "paused", "upgrade", "compaction", "deletion_policy"}
+NOT_DEPLOYED = frozenset({"replicas", "paused", "upgrade", "compaction", "deletion_policy"})
 
 
 def spec_hash(spec: StreamAppSpec) -> str:
     """A short hash of what a color's Pods run: status shows which spec each color has."""
-    raw = json.dumps(spec.model_dump(mode="json", by_alias=True, exclude=_NOT_DEPLOYED), sort_keys=True)
+    raw = json.dumps(spec.model_dump(mode="json", by_alias=True, exclude=set(NOT_DEPLOYED)), sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
@@ -107,7 +107,7 @@ def _volumes(app: StreamApp) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     return volumes, mounts
 
 
-def pod_template(app: StreamApp, color: Color) -> dict[str, Any]:
+def pod_template(app: StreamApp, color: Color, generation: int = 0) -> dict[str, Any]:
     spec = app.spec
     tpl = spec.pod_template
     volumes, mounts = _volumes(app)
@@ -116,7 +116,7 @@ def pod_template(app: StreamApp, color: Color) -> dict[str, Any]:
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
         "command": ["baton", "run", spec.topology],
-        "env": worker_env(app, color),
+        "env": worker_env(app, color, generation),
         "ports": [{"name": METRICS_PORT_NAME, "containerPort": spec.worker.metrics_port, "protocol": "TCP"}],
         # Readiness reflects restore state and lag (the worker's /readyz), so a Pod restoring
         # its tasks is not Ready and a deploy waits for it; liveness only catches a hung process.
@@ -172,8 +172,17 @@ def volume_claim_templates(app: StreamApp) -> list[dict[str, Any]]:
     ]
 
 
-def statefulset(app: StreamApp, color: Color, replicas: int | None = None) -> dict[str, Any]:
-    """One color's StatefulSet. ``replicas`` overrides spec.replicas (the deploy machine's knob)."""
+def statefulset(
+    app: StreamApp, color: Color, replicas: int | None = None, generation: int = 0
+) -> dict[str, Any]:
+    """One color's StatefulSet, running ``app.spec`` (the spec revision the deploy machine gave
+    this color) under application id generation ``generation``.
+
+    Under upgrade.strategy Rolling the StatefulSet controller must not restart Pods on its own
+    (it would not wait for restored state): OnDelete, and the operator deletes one Pod at a
+    time once the previous one is Ready again. Under BlueGreen only the idle color is ever
+    updated, so the controller's own rolling update is fine.
+    """
     spec = app.spec
     meta = metadata(app, color_name(app, color), color)
     meta["annotations"] = {ANNOTATION_SPEC_HASH: spec_hash(spec)}
@@ -188,10 +197,14 @@ def statefulset(app: StreamApp, color: Color, replicas: int | None = None) -> di
             "selector": {"matchLabels": selector_labels(app, color)},
             # Workers share nothing at start-up: start and stop them all at once.
             "podManagementPolicy": "Parallel",
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+            "updateStrategy": (
+                {"type": "OnDelete"}
+                if spec.upgrade.strategy == "Rolling"
+                else {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
+            ),
             "revisionHistoryLimit": 5,
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": delete_state, "whenScaled": "Retain"},
-            "template": pod_template(app, color),
+            "template": pod_template(app, color, generation),
             "volumeClaimTemplates": volume_claim_templates(app),
         },
     }

@@ -1,0 +1,107 @@
+"""The operator's side of the flip protocol: read who is active, run a flip, report it.
+
+The flip itself is :func:`baton.control.coordinator.flip`, the same coordinator that
+``baton flip`` uses; this module adapts its inputs (the app's Kafka settings) and its result
+(``status.lastFlip``, the deploy machine's :class:`~baton.operator.deploy.FlipOutcome`).
+It blocks for up to the flip deadline: the reconciler calls it from a worker thread, never
+from kopf's event loop.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from baton.control.channel import ControlReader
+from baton.control.coordinator import FlipResult, current_state
+from baton.control.coordinator import flip as run_flip
+from baton.control.messages import tp_str
+from baton.operator.constants import Color
+from baton.operator.deploy import FlipOutcome
+
+log = logging.getLogger(__name__)
+
+# The coordinator's default: both colors pause at most this long before an abort.
+DEADLINE_S = 10.0
+# librdkafka settings that belong to the operator's AdminClient only.
+_ADMIN_ONLY = {"bootstrap.servers", "client.id", "socket.timeout.ms"}
+
+
+@dataclass(frozen=True)
+class ControlState:
+    active: Color
+    epoch: int
+
+
+def client_extra(admin_config: dict[str, Any]) -> dict[str, str]:
+    """Security settings for the coordinator's clients, from the AdminClient's config."""
+    return {k: str(v) for k, v in admin_config.items() if k not in _ADMIN_ONLY}
+
+
+def read_state(bootstrap: str, topic: str, extra: dict[str, str], timeout_s: float = 10.0) -> ControlState:
+    """The emission rule in force, from the control topic (blue, epoch 0 when it is empty)."""
+    reader = ControlReader(bootstrap, topic, extra)
+    try:
+        state, _ = current_state(list(reader.read_to_end(timeout_s)))
+    finally:
+        reader.close()
+    return ControlState(state.active, state.epoch)
+
+
+def flip(
+    bootstrap: str, application_id: str, to: Color, extra: dict[str, str]
+) -> tuple[FlipOutcome, dict[str, Any], float]:
+    """Run one flip; (outcome for the machine, ``status.lastFlip``, seconds it took).
+
+    A flip to the color already active (a replay after an operator restart) is reported as
+    committed with the epoch in force: it happened, once.
+    """
+    started = time.monotonic()
+    result: FlipResult | None = None
+    try:
+        result = run_flip(bootstrap, application_id, to, deadline_s=DEADLINE_S, extra=extra)
+        error = ""
+    except Exception as exc:  # Kafka trouble, or the old color did not drain in time
+        log.warning("flip of %s to %s failed: %s", application_id, to, exc)
+        error = f"{type(exc).__name__}: {exc}"
+    seconds = time.monotonic() - started
+    if result is None:
+        try:
+            state = read_state(bootstrap, f"{application_id}-control", extra)
+        except Exception:
+            state = None
+        committed = state is not None and state.active == to
+        outcome = FlipOutcome(to, committed, state.epoch if state else 0, error)
+        return outcome, _last_flip(outcome, None, seconds), seconds
+    already = not result.committed and result.reason.endswith("is already active")
+    outcome = FlipOutcome(
+        to,
+        result.committed or already,
+        result.epoch,
+        result.reason,
+        refused="refuses the flip" in result.reason,
+    )
+    return outcome, _last_flip(outcome, result, seconds), seconds
+
+
+def _last_flip(outcome: FlipOutcome, result: FlipResult | None, seconds: float) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "epoch": outcome.epoch,
+        "from": "green" if outcome.to == "blue" else "blue",
+        "to": outcome.to,
+        "committed": outcome.committed,
+        "at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    if outcome.reason:
+        out["reason"] = outcome.reason[:500]
+    if result is not None and result.committed:
+        out["pauseMs"] = round(result.pause_ms, 1)
+        out["drainedMs"] = round(result.drained_ms, 1)
+        out["cut"] = {tp_str(tp): off for tp, off in sorted(result.cut.items())}
+        out["pending"] = [tp_str(tp) for tp in result.pending]
+    elif result is None:
+        out["pauseMs"] = round(seconds * 1000, 1)
+    return out
