@@ -96,6 +96,7 @@ class Event:
     at_s: float
     took_s: float = 0.0
     detail: str = ""
+    recovered: bool = False  # the harmed process was seen running again (workers and the operator)
 
 
 @dataclass
@@ -109,12 +110,20 @@ class ChaosReport:
     total_s: float
     final_ready: bool
     final_active: str
-    pod_restarts: int
+    pod_restarts: int  # restartCount of the Pods at the end (a rollout resets it)
     users: int
 
     @property
     def passed(self) -> bool:
         return self.verdict.exact and self.final_ready
+
+    @property
+    def faults(self) -> int:
+        return sum(1 for e in self.events if e.kind in FAULT_KINDS)
+
+    @property
+    def repaired(self) -> int:
+        return sum(1 for e in self.events if e.kind in FAULT_KINDS and e.recovered)
 
     def by_kind(self) -> dict[str, int]:
         return dict(collections.Counter(e.kind for e in self.events))
@@ -123,6 +132,7 @@ class ChaosReport:
         out = asdict(self)
         out["by_kind"] = self.by_kind()
         out["passed"] = self.passed
+        out["faults"], out["repaired"] = self.faults, self.repaired
         return out
 
     def events_table(self) -> str:
@@ -143,7 +153,7 @@ class ChaosReport:
             ("lost", str(v.lost)),
             ("duplicated", str(v.duplicated)),
             ("out of order", str(v.out_of_order)),
-            ("worker restarts", str(self.pod_restarts)),
+            ("faults repaired", f"{self.repaired} of {self.faults} (process seen running again)"),
             ("final Ready", f"{self.final_ready} (active {self.final_active})"),
         ]
         width = max(len(k) for k, _ in rows)
@@ -339,19 +349,53 @@ def _random_pod(ctx: _Context, running: bool) -> dict[str, Any]:
     return e2e.wait_until("a worker Pod to hit", pick, 120, every=1)
 
 
+def _new_process(ctx: _Context, name: str, old_pid: int | None, timeout: float = 120) -> int:
+    """Wait until Pod ``name`` runs a process other than ``old_pid`` (restarted or recreated).
+
+    This is the evidence that a fault hit a real worker and that the cluster repaired it; a
+    rollout that replaces the Pod meanwhile counts too (it also runs a new process).
+    """
+
+    def check() -> int | None:
+        pod = ctx.kubectl.get("pod", name, "-n", ctx.namespace)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            return None
+        pid = e2e.pod_pid(pod)
+        return pid if pid and pid != old_pid else None
+
+    return e2e.wait_until(f"Pod {name} to run a new process", check, timeout, every=0.5)
+
+
 def _delete_pod(ctx: _Context) -> Event:
     pod = _random_pod(ctx, running=False)
-    name = pod["metadata"]["name"]
+    name, pid = pod["metadata"]["name"], e2e.pod_pid(pod)
+    started = time.monotonic()
     ctx.kubectl("delete", "pod", name, "-n", ctx.namespace, "--wait=false")
-    return Event("delete-pod", name, 0, detail="kubectl delete pod (SIGTERM, recreated by the StatefulSet)")
+    new = _new_process(ctx, name, pid)
+    return Event(
+        "delete-pod",
+        name,
+        0,
+        detail=f"kubectl delete pod (SIGTERM to pid {pid}); recreated, pid {new} after "
+        f"{time.monotonic() - started:.1f}s",
+        recovered=True,
+    )
 
 
 def _kill_worker(ctx: _Context) -> Event:
     pod = _random_pod(ctx, running=True)
-    pid = e2e.pod_pid(pod)
+    name, pid = pod["metadata"]["name"], e2e.pod_pid(pod)
     assert pid is not None
+    started = time.monotonic()
     os.kill(pid, signal.SIGKILL)
-    return Event("kill-worker", pod["metadata"]["name"], 0, detail=f"SIGKILL pid {pid}")
+    new = _new_process(ctx, name, pid)
+    return Event(
+        "kill-worker",
+        name,
+        0,
+        detail=f"SIGKILL pid {pid}; restarted as pid {new} after {time.monotonic() - started:.1f}s",
+        recovered=True,
+    )
 
 
 def _restart_operator(ctx: _Context) -> Event:
@@ -362,6 +406,7 @@ def _restart_operator(ctx: _Context) -> Event:
         "baton operator",
         0,
         detail=f"SIGKILL pid {old}, new pid {ctx.operator.pid} (start #{ctx.operator.starts})",
+        recovered=True,
     )
 
 

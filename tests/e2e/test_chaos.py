@@ -27,6 +27,12 @@ from batondev.chaos import Chaos, ChaosConfig, DeployMode
 pytestmark = pytest.mark.e2e
 
 
+def _say(capsys: pytest.CaptureFixture[str], line: str) -> None:
+    """Progress goes to the terminal as it happens, so a CI log shows where a slow run is."""
+    with capsys.disabled():
+        print(line, flush=True)
+
+
 @pytest.mark.usefixtures("kube")
 def test_faults_and_deploys_under_steady_input_keep_the_output_exact(
     kafka_bootstrap: str,
@@ -36,8 +42,8 @@ def test_faults_and_deploys_under_steady_input_keep_the_output_exact(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     cfg = ChaosConfig(
-        faults=5,
-        fault_interval_s=5.0,
+        faults=6,
+        fault_interval_s=4.0,
         deploys=2,
         rollbacks=1,
         rate=40,
@@ -52,6 +58,7 @@ def test_faults_and_deploys_under_steady_input_keep_the_output_exact(
         clicks_topic=new_topic(partitions=cfg.partitions),
         counts_topic=new_topic(partitions=cfg.partitions),
         workdir=tmp_path,
+        say=lambda line: _say(capsys, line),
     )
     report = chaos.run()
     with capsys.disabled():
@@ -63,7 +70,7 @@ def test_faults_and_deploys_under_steady_input_keep_the_output_exact(
     assert kinds.get("deploy", 0) >= 1, kinds
     if report.deploy_mode == DeployMode.OPERATOR:
         assert kinds.get("rollback") == 1, kinds
-    assert report.pod_restarts >= 1, "no SIGKILLed worker was restarted: the kills hit nothing"
+    assert report.repaired == report.faults, "a killed or deleted process was not seen running again"
     verdict = report.verdict
     assert verdict.records_in > 0
     assert verdict.exact, "\n".join(verdict.problems[:20])
