@@ -52,8 +52,8 @@ def _args() -> argparse.Namespace:
 def main() -> int:
     args = _args()
     rollbacks = min(args.rollbacks, args.deploys)
-    events = max(int(args.duration // args.fault_interval) - 1, len(FAULT_KINDS))
-    faults = max(events - args.deploys - rollbacks, len(FAULT_KINDS))
+    # A deploy or rollback takes ~30-40 s here; faults fill the rest of the duration.
+    faults = max(int((args.duration - 40 * (args.deploys + rollbacks)) // args.fault_interval), len(FAULT_KINDS))
     cfg = ChaosConfig(
         faults=faults,
         fault_interval_s=args.fault_interval,

@@ -270,15 +270,17 @@ class Chaos:
         self.say(f"plan: {', '.join(events)} every {cfg.fault_interval_s:.0f}s at {cfg.rate} clicks/s")
         with SteadyInput(ctx.bootstrap, ctx.clicks, rate=cfg.rate, seed=cfg.seed) as steady:
             t0 = time.monotonic()
-            slot = 0
+            slot, last_end = 0, t0
             for kind in events:
                 if kind != "rollback":  # a rollback follows its deploy at once, while the old color is warm
                     slot += 1
-                    _sleep_until(t0 + slot * cfg.fault_interval_s)
+                    # On the fault clock, but never in a burst to make up for a long deploy.
+                    _sleep_until(max(t0 + slot * cfg.fault_interval_s, last_end + cfg.fault_interval_s / 2))
                 at = time.monotonic() - t0
                 event = INJECT[kind](ctx)
                 event.at_s, event.took_s = at, time.monotonic() - t0 - at
                 ctx.events.append(event)
+                last_end = time.monotonic()
                 self.say(f"[{at:6.1f}s] {event.kind:<17} {event.target:<28} {event.detail}")
             _sleep_until(max(t0 + cfg.min_input_s, time.monotonic() + cfg.fault_interval_s))
         input_s = time.monotonic() - t0

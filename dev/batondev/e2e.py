@@ -195,7 +195,7 @@ def click_counter_app(
     spec["state"] = {"store": "rocksdb", "size": "256Mi"}
     # A short grace: a deleted Pod's worker commits and leaves at once on SIGTERM anyway.
     spec["worker"] = {"writeCache": write_cache, "shutdownGraceSeconds": 10}
-    spec["upgrade"] = {**spec.get("upgrade", {}), "promotionStableSeconds": 5, "standbyUpgradeDelaySeconds": 10}
+    spec["upgrade"] = {**spec.get("upgrade", {}), "promotionStableSeconds": 5, "standbyUpgradeDelaySeconds": 30}
     spec["deletionPolicy"] = "DeleteTopics"  # the app's internal topics go with it
     spec["podTemplate"] = {
         **spec.get("podTemplate", {}),
