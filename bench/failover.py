@@ -1,0 +1,256 @@
+"""Failover time with and without standbys: 3 workers, 1,000,000 keys over 8 partitions, kill one.
+
+    python bench/failover.py [--bootstrap 127.0.0.1:39092] [--keys 1000000] [--trials 5] [--json PATH]
+
+For each ``num.standby.replicas`` in (0, 1): start 3 click-counter workers, load the
+keys, then per trial SIGKILL one worker (round robin), and measure, for the partitions it
+owned, from its survivors' log lines:
+
+* **resume after assignment**: from the group handing a partition to its new owner (the
+  assign callback) to the first record that owner processed for it (restore included):
+  the ``baton_assignment_to_first_record_seconds`` metric;
+* **resume after kill**: from the SIGKILL to that first record (adds failure detection,
+  i.e. ``session.timeout.ms``, 6 s here);
+* **restored records** and **restore throughput** (records a worker restored / seconds
+  its restores took).
+
+A steady trickle of new input keeps every partition busy so "first record" is seen within
+~20 ms of the partition being ready. Between trials the victim restarts (same instance
+id and state dir) and the bench waits until every worker is ready, standbys are caught up,
+and released task folders are cleaned (``--state-cleanup-delay-ms``), so every trial of
+standby 0 pays a full restore and every trial of standby 1 starts from warm standbys.
+
+Prints a table and writes JSON (default ``bench/results/failover-<time>.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import os
+import signal
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from baton.worker import statedir
+from baton.worker.standby_testing import (
+    EXAMPLE,
+    clicks,
+    describe,
+    hosted_standbys,
+    labelled_metric,
+    owned_tasks,
+)
+from baton.worker.testing import SteadyInput, WorkerProcess, end_offsets, produce, wait_for
+
+PARTITIONS = 8
+SESSION_MS = 6000
+CLEANUP_MS = 8000
+CAUGHT_UP = 50  # standby lag in offsets: what the active task's open transaction may hold
+
+
+def _wall(line: dict[str, object]) -> float:
+    ts = str(line["ts"])
+    return datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.UTC).timestamp()
+
+
+def _percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (with 5 trials, p99 is the worst trial)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        tps = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+        return {tp.partition: tp.offset for tp in tps}
+    finally:
+        consumer.close()
+
+
+class Cluster:
+    """Three click-counter workers of one application, with one standby setting."""
+
+    def __init__(self, bootstrap: str, source: str, standbys: int, workdir: Path) -> None:
+        self.bootstrap, self.source, self.standbys = bootstrap, source, standbys
+        self.app = f"bench-failover-sb{standbys}-{uuid.uuid4().hex[:6]}"
+        self.sink = f"{self.app}-counts"
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the future resolves
+        admin.create_topics([NewTopic(self.sink, PARTITIONS, 1)])[self.sink].result(30)
+        self.state = {f"w{i}": workdir / self.app / f"s{i}" for i in range(3)}
+        self.workers = {
+            name: WorkerProcess(
+                EXAMPLE, bootstrap=bootstrap, application_id=self.app, state_dir=self.state[name],
+                log_path=workdir / f"{self.app}-{name}.log", instance_id=name,
+                env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": self.sink},
+                extra_args=["--num-standby-replicas", str(standbys), "--state-cleanup-delay-ms", str(CLEANUP_MS),
+                            "-X", f"consumer.session.timeout.ms={SESSION_MS}",
+                            "-X", "consumer.heartbeat.interval.ms=1000"])
+            for name in self.state
+        }
+
+    def start(self) -> None:
+        for w in self.workers.values():
+            w.start()
+
+    def stop(self) -> None:
+        for w in self.workers.values():
+            if w.alive:
+                w.stop(60)
+
+    def settled(self) -> dict[str, list[int]]:
+        """Wait until all are ready, the group is stable, standbys caught up and stale folders cleaned."""
+        for w in self.workers.values():
+            w.wait_ready(300)
+        owned: dict[str, list[int]] = {}
+        why = ["group not stable"]
+
+        def check() -> bool:
+            members = describe(self.bootstrap, self.app, expect_members=3)
+            if members is None:
+                why[0] = "group not stable"
+                return False
+            owned.clear()
+            owned.update(owned_tasks(members))
+            for name, w in self.workers.items():
+                hosted = hosted_standbys(w)
+                lag = labelled_metric(w, "baton_standby_lag")
+                if len(lag) != len(hosted) or any(v > CAUGHT_UP for v in lag.values()):
+                    why[0] = f"{name}: standbys {sorted(hosted)} lag {lag}"
+                    return False
+                folders = {t.partition for t in statedir.task_dirs(self.state[name] / self.app)}
+                if folders != set(owned[name]) | hosted:  # released folders are gone
+                    why[0] = f"{name}: folders {sorted(folders)}, owns {owned[name]}, standbys {sorted(hosted)}"
+                    return False
+            total = sum(len(hosted_standbys(w)) for w in self.workers.values())
+            why[0] = f"{total} standbys hosted"
+            return total == PARTITIONS * self.standbys
+
+        try:
+            wait_for(check, 120, "cluster did not settle", 0.5)
+        except TimeoutError:
+            raise TimeoutError(f"cluster did not settle: {why[0]}") from None
+        return dict(owned)
+
+    def trial(self, victim: str, owned: dict[str, list[int]]) -> dict[str, Any]:
+        moved = owned[victim]
+        survivors = {n: w for n, w in self.workers.items() if n != victim}
+        seen = {n: len(w.logs()) for n, w in survivors.items()}
+        killed_at = time.time()
+        self.workers[victim].kill(signal.SIGKILL)
+        self.workers[victim].wait(30)
+        first: dict[int, dict[str, object]] = {}
+        restores: dict[str, list[dict[str, object]]] = {}
+
+        def resumed() -> bool:
+            for name, w in survivors.items():
+                lines = w.logs()[seen[name]:]
+                restores[name] = [x for x in lines if x.get("msg") == "store restored"
+                                  and int(str(x["task"]).split("_")[1]) in moved]
+                for x in lines:
+                    if x.get("msg") == "first record processed" and x.get("partition") in moved:
+                        first.setdefault(int(str(x["partition"])), x)
+            return len(first) == len(moved)
+
+        wait_for(resumed, 300, f"partitions of {victim} never resumed", 0.2)
+        after_assign = max(float(str(x["seconds_since_assignment"])) for x in first.values())
+        after_kill = max(_wall(x) for x in first.values()) - killed_at
+        restored = sum(int(str(x["restored"])) for xs in restores.values() for x in xs)
+        throughput = [int(str(x["restored"])) for xs in restores.values() for x in xs]
+        rates = []
+        for xs in restores.values():  # one restore consumer per worker: its records over its wall time
+            records = sum(int(str(x["restored"])) for x in xs)
+            seconds = max((float(str(x["seconds"])) for x in xs), default=0.0)
+            if records and seconds > 0:
+                rates.append(records / seconds)
+        self.workers[victim].start()
+        return {"victim": victim, "partitions": moved, "resume_after_assignment_s": round(after_assign, 3),
+                "resume_after_kill_s": round(after_kill, 3), "restored_records": restored,
+                "restored_per_store": throughput, "restore_records_per_s": round(sum(rates) / len(rates))
+                if rates else None}
+
+
+def run_setting(*, bootstrap: str, source: str, standbys: int, keys: int, trials: int,
+                workdir: Path) -> dict[str, Any]:
+    cluster = Cluster(bootstrap, source, standbys, workdir)
+    cluster.start()
+    try:
+        t0 = time.monotonic()
+        ends = end_offsets(bootstrap, source)
+        wait_for(lambda: _committed(bootstrap, cluster.app, source) == ends, 600, "load not processed", 1)
+        owned = cluster.settled()
+        print(f"standby {standbys}: {keys:,} keys loaded and settled in {time.monotonic() - t0:.1f}s", flush=True)
+        results = []
+        with SteadyInput(bootstrap, source, rate=400, users=[f"live{i}" for i in range(256)]):
+            for n in range(trials):
+                result = cluster.trial(f"w{n % 3}", owned)
+                results.append(result)
+                print(f"  trial {n + 1}: killed {result['victim']} (partitions {result['partitions']}): resumed "
+                      f"{result['resume_after_assignment_s']}s after assignment, "
+                      f"{result['resume_after_kill_s']}s after the kill; restored "
+                      f"{result['restored_records']:,} records", flush=True)
+                owned = cluster.settled()
+    finally:
+        cluster.stop()
+    assign = [r["resume_after_assignment_s"] for r in results]
+    kill = [r["resume_after_kill_s"] for r in results]
+    rates = [r["restore_records_per_s"] for r in results if r["restore_records_per_s"]]
+    return {
+        "num_standby_replicas": standbys, "trials": results,
+        "resume_after_assignment_s": {"p50": _percentile(assign, 50), "p99": _percentile(assign, 99)},
+        "resume_after_kill_s": {"p50": _percentile(kill, 50), "p99": _percentile(kill, 99)},
+        "restored_records_mean": round(statistics.mean(r["restored_records"] for r in results)),
+        "restore_records_per_s": round(statistics.median(rates)) if rates else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:39092"))
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--standbys", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    out = args.json or Path("bench/results") / f"failover-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    source = f"bench-failover-clicks-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    admin.create_topics([NewTopic(source, PARTITIONS, 1)])[source].result(30)
+    t0 = time.monotonic()
+    for start in range(0, args.keys, 100_000):
+        produce(args.bootstrap, source, clicks(start, min(100_000, args.keys - start)))
+    print(f"produced {args.keys:,} keys in {time.monotonic() - t0:.1f}s", flush=True)
+    settings = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for standbys in args.standbys:
+            settings.append(run_setting(bootstrap=args.bootstrap, source=source, standbys=standbys, keys=args.keys,
+                                        trials=args.trials, workdir=Path(tmp)))
+    admin.delete_topics([source])
+    print()
+    print(f"{'standbys':>8} {'trials':>6} {'resume after assignment p50/p99 (s)':>37} "
+          f"{'resume after kill p50/p99 (s)':>31} {'restored records':>17} {'restore rec/s':>14}")
+    for s in settings:
+        a, k = s["resume_after_assignment_s"], s["resume_after_kill_s"]
+        rate = f"{s['restore_records_per_s']:,}" if s["restore_records_per_s"] else "-"
+        print(f"{s['num_standby_replicas']:>8} {len(s['trials']):>6} {a['p50']:>17.3f} / {a['p99']:<17.3f} "
+              f"{k['p50']:>14.3f} / {k['p99']:<14.3f} {s['restored_records_mean']:>17,} {rate:>14}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps({"keys": args.keys, "partitions": PARTITIONS, "workers": 3, "cpus": os.cpu_count(),
+                                  "session_timeout_ms": SESSION_MS, "settings": settings},
+                                 option=orjson.OPT_INDENT_2))
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main()
