@@ -64,6 +64,7 @@ class ColorView:
     ready: bool
     lag: int | None = None
     message: str = ""
+    exists: bool = True  # its StatefulSet exists (a color never created has nothing to keep)
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,11 @@ def _normalise(inp: Inputs) -> DeployRecord:
         return DeployRecord(colors=dict.fromkeys(inp.colors, fresh), specs={inp.revision: inp.spec})
     active = inp.active if inp.active in rec.colors else next(iter(rec.colors))
     colors = {c: rec.colors.get(c) or rec.colors[active] for c in inp.colors}
+    for color in inp.colors:
+        view = inp.views.get(color)
+        if view is not None and not view.exists and color == inp.active:
+            # never created (or a spec the cluster refused): no state and no output to protect
+            colors[color] = Assignment(inp.revision, colors[color].generation)
     return rec.with_(colors=colors, specs={**rec.specs, inp.revision: inp.spec})
 
 

@@ -275,15 +275,18 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
         )
         plan = deploy.plan(inputs)
         runs_now = color_runs(app, plan.record)
-        if plan.clear_annotations:
-            kube.remove_annotations(API_VERSION, KIND, name, namespace, list(plan.clear_annotations))
         if apply or runs_now != runs:
             outcome.error = _apply_all(kube, app, body, events, outcome, runs_now, plan.flip_in_progress)
-        for ev in plan.events:
-            events(body, ev.type, ev.reason, ev.message)
-        if plan.outcome is not None:
-            METRICS.deploy_finished(namespace, name, plan.outcome[0], plan.outcome[1])
-        if runs_now != runs:
+        if outcome.error is not None:  # nothing applied: the machine's step did not happen
+            plan, runs_now = None, runs
+        else:
+            if plan.clear_annotations:
+                kube.remove_annotations(API_VERSION, KIND, name, namespace, list(plan.clear_annotations))
+            for ev in plan.events:
+                events(body, ev.type, ev.reason, ev.message)
+            if plan.outcome is not None:
+                METRICS.deploy_finished(namespace, name, plan.outcome[0], plan.outcome[1])
+        if plan is not None and runs_now != runs:
             sts = _observe(kube, app)
             lag = _lag(app, plan.record, view, previous)
     observed = Observed(
@@ -333,7 +336,9 @@ def _views(
     for color in app.colors:
         want = spec_hash(runs[color].app.spec)
         readiness = color_readiness(sts.get(color), app.spec.replicas, want)
-        views[color] = ColorView(readiness.ready, lag.get(color), readiness.message)
+        views[color] = ColorView(
+            readiness.ready, lag.get(color), readiness.message, sts.get(color) is not None
+        )
     return views
 
 
