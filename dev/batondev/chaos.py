@@ -83,6 +83,9 @@ class ChaosConfig:
     standby_replicas: int = 1
     partitions: int = 4
     seed: int = 7
+    # Every second deploy also gets the operator SIGKILLed mid-deploy (Promoting or Flipping):
+    # it must pick the deploy up from status.deploy and never flip twice.
+    operator_restart_in_deploy: bool = True
     ready_timeout_s: float = 300.0
     catch_up_timeout_s: float = 300.0
 
@@ -198,6 +201,7 @@ class _Context:
     mode: DeployMode = DeployMode.NONE
     version: int = 1
     events: list[Event] = field(default_factory=list)
+    t0: float = 0.0  # when the input started: event times count from here
 
 
 class Chaos:
@@ -269,7 +273,7 @@ class Chaos:
         events = plan(cfg, ctx.rng)
         self.say(f"plan: {', '.join(events)} every {cfg.fault_interval_s:.0f}s at {cfg.rate} clicks/s")
         with SteadyInput(ctx.bootstrap, ctx.clicks, rate=cfg.rate, seed=cfg.seed) as steady:
-            t0 = time.monotonic()
+            t0 = ctx.t0 = time.monotonic()
             slot, last_end = 0, t0
             for kind in events:
                 if kind != "rollback":  # a rollback follows its deploy at once, while the old color is warm
@@ -317,7 +321,7 @@ class Chaos:
         return ChaosReport(
             config=cfg,
             deploy_mode=str(ctx.mode),
-            events=ctx.events,
+            events=sorted(ctx.events, key=lambda e: e.at_s),
             verdict=verdict,
             input_s=input_s,
             catch_up_s=catch_up_s,
@@ -436,6 +440,8 @@ def _deploy(ctx: _Context) -> Event:
     e2e.set_env(ctx.body, VERSION_VAR, version)
     ctx.kubectl.apply(ctx.body)
     seen: list[str] = []
+    mid_deploy_restart = ctx.cfg.operator_restart_in_deploy and ctx.version % 2 == 1  # v3, v5, ...
+    restarted: list[Event] = []
 
     def settled() -> str | None:
         body = e2e.app_object(ctx.kubectl, ctx.namespace, APP)
@@ -443,6 +449,8 @@ def _deploy(ctx: _Context) -> Event:
         phase = str(st.get("phase"))
         if not seen or seen[-1] != phase:
             seen.append(phase)
+        if phase in ("Promoting", "Flipping") and mid_deploy_restart and not restarted:
+            restarted.append(_mid_deploy_restart(ctx, phase))
         if phase in DEPLOY_PHASES:
             ctx.mode = DeployMode.OPERATOR
         if st.get("activeColor") == target and phase == "Stable" and _active_color(ctx) == target:
@@ -475,6 +483,23 @@ def _deploy(ctx: _Context) -> Event:
         aborts.append(result.reason)
         e2e.wait_app_ready(ctx.kubectl, ctx.namespace, APP, ctx.cfg.ready_timeout_s)
     raise RuntimeError(f"flip to {target} aborted 5 times: {aborts}")
+
+
+def _mid_deploy_restart(ctx: _Context, phase: str) -> Event:
+    at = time.monotonic()
+    old = ctx.operator.pid
+    ctx.operator.restart()
+    event = Event(
+        "restart-operator",
+        "baton operator",
+        at - ctx.t0,
+        time.monotonic() - at,
+        detail=f"mid-deploy ({phase}): SIGKILL pid {old}, new pid {ctx.operator.pid}",
+        recovered=True,
+    )
+    ctx.events.append(event)
+    ctx.say(f"[{event.at_s:6.1f}s] {event.kind:<17} {event.target:<28} {event.detail}")
+    return event
 
 
 def _rollback(ctx: _Context) -> Event:
