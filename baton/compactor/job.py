@@ -73,12 +73,18 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
     findings: list[Finding] = [f for c in changelogs for f in config_findings(c.topic, view.configs(c.topic))]
     spark_kafka = {f"kafka.{k}": v for k, v in config.kafka_config.items()}
 
+    timings = {"kafka_metadata": time.monotonic() - started}
+    mark = time.monotonic()
     records = frames.read_kafka(spark, config.bootstrap, ranges, spark_kafka)
     keys = frames.per_key(records).cache() if records is not None else None
     stats = frames.stats(keys) if keys is not None else {}
+    timings["read_and_aggregate"] = time.monotonic() - mark
+    mark = time.monotonic()
     results = _snapshots(spark, store, config, changelogs=changelogs, ranges=ranges, stats=stats, keys=keys,
                          created=created)
 
+    timings["write_snapshots"] = time.monotonic() - mark
+    mark = time.monotonic()
     after = {app: view.committed(app) for app in config.application_ids}
     stable = {app: before[app] == after[app] for app in config.application_ids}
     live = frames.live(keys) if keys is not None else None
@@ -91,11 +97,14 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
                                          live=live, findings=findings)
     if keys is not None:
         keys.unpersist()
+    timings["audit"] = time.monotonic() - mark
+    log.info("compaction done", extra={k: round(v, 2) for k, v in timings.items()})
 
     report = {
         "created_at": created, "application_ids": config.application_ids,
         "snapshot_store": config.snapshot_store, "seconds": round(time.monotonic() - started, 3),
         "records_read": sum(r.stats.records for r in results),
+        "timings": {k: round(v, 3) for k, v in timings.items()},
         "partitions": [r.to_json() for r in results],
         "findings": [f.to_json() for f in findings],
         "audits": audits,

@@ -1,0 +1,149 @@
+"""Compaction throughput and restore time with and without a snapshot.
+
+    python bench/compaction.py [--bootstrap 127.0.0.1:39092] [--keys 1000000] [--updates 5]
+                               [--json bench/compaction.json]
+
+A changelog of ``keys x updates`` records (8 partitions, as a worker writes it: key, value
+bytes) is produced in two parts: ``updates - 1`` rounds, then the job snapshots it, then the
+last round. So a restore without a snapshot replays every record, and one with the
+snapshot loads ``keys`` pairs and replays only the last round. Restores use the worker's
+own restore thread (``baton.worker.restore.Restorer``) into RocksDB stores, the path a
+worker takes; the snapshot is read with pyarrow if installed, else ``parquet_plain``.
+
+Compaction throughput is changelog records read per second of the job (Spark session
+start excluded; it is reported separately). PySpark runs in local mode on this machine's
+cores with the spark-sql-kafka jars of ``batondev.spark``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from baton.worker import snapshot
+from baton.worker.admin import CHANGELOG_CONFIG
+from baton.worker.naming import TaskId, changelog_topic
+from baton.worker.restore import RestoreJob, Restorer, TaskRestore
+from baton.worker.stores import RocksDBStore
+
+PARTITIONS = 8
+STORE = "counts"
+
+
+def produce_round(bootstrap: str, topic: str, keys: int, round_: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1 << 20,
+                         "compression.type": "lz4", "partitioner": "murmur2_random"})
+    for i in range(keys):
+        key = b"user-%08d" % i
+        while True:
+            try:
+                producer.produce(topic, b"%d" % (round_ * keys + i), key)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+
+
+def restore(bootstrap: str, app: str, topic: str, state: Path, store_uri: str | None) -> dict[str, float]:
+    """Restore every partition into fresh RocksDB stores; seconds and changelog records replayed."""
+    seed = snapshot.seeder(store_uri, app, lambda s: changelog_topic(app, s)) if store_uri else None
+    restorer = Restorer({"bootstrap.servers": bootstrap, "group.id": f"bench-restore-{uuid.uuid4().hex}"},
+                        seed=seed)
+    done = threading.Event()
+    stores = [RocksDBStore(state / str(p) / STORE) for p in range(PARTITIONS)]
+    jobs = [RestoreJob(TaskId(0, p), STORE, topic, p, stores[p]) for p in range(PARTITIONS)]
+    started = time.monotonic()
+    restorer.start()
+    restorer.add(TaskRestore(TaskId(0, 0), jobs, lambda _r: done.set()))
+    if not done.wait(1800):
+        raise TimeoutError("restore did not finish")
+    seconds = time.monotonic() - started
+    restorer.stop()
+    restorer.join(10)
+    keys = sum(1 for s in stores for _ in s.items())
+    for s in stores:
+        s.close()
+    return {"seconds": round(seconds, 2), "replayed": sum(j.restored for j in jobs), "keys": keys}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:39092"))
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--updates", type=int, default=5)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--json", type=Path, default=Path(__file__).with_name("compaction.json"))
+    args = parser.parse_args()
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))
+    from batondev import spark as spark_jars
+
+    from baton.compactor.job import JobConfig, run
+    from baton.compactor.session import session
+
+    app = f"bench-compact-{uuid.uuid4().hex[:6]}"
+    topic = changelog_topic(app, STORE)
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1, config=CHANGELOG_CONFIG)])[topic].result(30)
+    work = Path(tempfile.mkdtemp(prefix="baton-bench-compact-"))
+    results: dict[str, Any] = {"keys": args.keys, "updates": args.updates, "partitions": PARTITIONS,
+                               "master": args.master, "cpus": os.cpu_count()}
+    try:
+        started = time.monotonic()
+        for round_ in range(args.updates - 1):
+            produce_round(args.bootstrap, topic, args.keys, round_)
+        results["produce_seconds"] = round(time.monotonic() - started, 2)
+
+        started = time.monotonic()
+        spark = session(args.master, spark_jars.jars(), app_name="baton-bench-compaction")
+        results["spark_start_seconds"] = round(time.monotonic() - started, 2)
+        store_uri = str(work / "snapshots")
+        started = time.monotonic()
+        report = run(spark, JobConfig(args.bootstrap, [app], store_uri))
+        seconds = time.monotonic() - started
+        spark.stop()
+        read = report["summary"]["records_read"]
+        results["compaction"] = {"records_read": read, "live_keys": report["summary"]["live_keys"],
+                                 "seconds": round(seconds, 2), "records_per_second": round(read / seconds),
+                                 "timings": report["timings"]}
+        produce_round(args.bootstrap, topic, args.keys, args.updates - 1)
+
+        results["restore_without_snapshot"] = restore(args.bootstrap, app, topic, work / "plain", None)
+        results["restore_with_snapshot"] = restore(args.bootstrap, app, topic, work / "seeded", store_uri)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        admin.delete_topics([topic])[topic].result(30)
+
+    c, plain, seeded = results["compaction"], results["restore_without_snapshot"], results["restore_with_snapshot"]
+    rows = [
+        ("changelog records", f"{args.keys * args.updates:,} ({args.keys:,} keys x {args.updates})"),
+        ("compaction: records read", f"{c['records_read']:,} in {c['seconds']} s"),
+        ("compaction throughput", f"{c['records_per_second']:,} records/s"),
+        ("spark session start", f"{results['spark_start_seconds']} s"),
+        ("restore without snapshot", f"{plain['seconds']} s, {plain['replayed']:,} records replayed"),
+        ("restore with snapshot", f"{seeded['seconds']} s, {args.keys:,} keys loaded + "
+                                  f"{seeded['replayed']:,} records replayed"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(f"| {'':{width}} | |\n|{'-' * (width + 2)}|---|")
+    for name, value in rows:
+        print(f"| {name:{width}} | {value} |")
+    assert plain["keys"] == seeded["keys"] == args.keys
+    args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
