@@ -65,6 +65,9 @@ class ColorView:
     lag: int | None = None
     message: str = ""
     exists: bool = True  # its StatefulSet exists (a color never created has nothing to keep)
+    # what the observation is of; a view of an older assignment says nothing about a new one
+    # (the pass that gives a color a new revision or generation must not read it as ready)
+    assignment: Assignment | None = None
 
 
 @dataclass(frozen=True)
@@ -334,6 +337,14 @@ def _spec_change(s: _Step) -> None:
     s.rec = s.rec.with_(standby=None)
 
 
+def _view(s: _Step, color: Color) -> ColorView:
+    """The color's view, if it is of the color's current assignment; else not ready, lag unknown."""
+    view = s.inp.views.get(color, ColorView(False))
+    if view.assignment is not None and view.assignment != s.rec.colors.get(color):
+        return ColorView(False, None, "just updated", view.exists, view.assignment)
+    return view
+
+
 def _why_not_ready(view: ColorView, max_lag: int) -> str:
     if not view.ready:
         return view.message or "Pods not ready"
@@ -348,7 +359,7 @@ def _progress(s: _Step) -> None:
     idle, up = other(s.active), inp.upgrade
     if rec.target != idle or rec.revision != inp.revision or rec.abandoned or rec.rolled_back:
         return
-    view = inp.views.get(idle, ColorView(False))
+    view = _view(s, idle)
     ok = view.ready and view.lag is not None and view.lag <= up.max_lag_to_promote
     ready_since = (rec.ready_since or inp.now) if ok else None
     stable = ready_since is not None and inp.now - ready_since >= up.promotion_stable_seconds
@@ -412,7 +423,7 @@ def _rolling(s: _Step) -> None:
     rec = s.rec
     if rec.target != color or rec.abandoned:
         return
-    view = inp.views.get(color, ColorView(False))
+    view = _view(s, color)
     started = rec.started_at if rec.started_at is not None else inp.now
     if view.ready:
         s.ended("promoted")

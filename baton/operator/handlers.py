@@ -21,6 +21,7 @@ import kopf
 
 from baton.operator import reconcile as rec
 from baton.operator.constants import FINALIZER, GROUP, PLURAL, VERSION
+from baton.operator.deploy import ANNOTATION_PROMOTE, ANNOTATION_ROLLBACK
 from baton.operator.kube import Kube
 from baton.operator.metrics import METRICS, serve_from_env
 from baton.operator.topics import KafkaUnavailableError
@@ -87,10 +88,7 @@ def _reconcile(
 @kopf.on.update(GROUP, VERSION, PLURAL)
 def on_change(*, memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
     _reconcile(memo, namespace, name, logger)
-    wake: asyncio.Event | None = memo.get("wake")
-    loop: asyncio.AbstractEventLoop | None = memo.get("loop")
-    if wake is not None and loop is not None:
-        loop.call_soon_threadsafe(wake.set)  # the deploy loop looks at the change now
+    _wake_soon(memo)  # the deploy loop looks at the change now
 
 
 def _wake(memo: kopf.Memo) -> asyncio.Event:
@@ -131,6 +129,25 @@ async def deploy_loop(
             delay = outcome.requeue_after
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), timeout=delay)
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def on_annotation(*, memo: kopf.Memo, meta: kopf.Meta, **_: Any) -> None:
+    """Wake the deploy loop for ``baton.dev/promote`` and ``baton.dev/rollback`` at once.
+
+    kopf leaves annotations under its own storage prefix (baton.dev/) out of the diff that
+    triggers update handlers, so the raw watch event is where a person's annotation shows.
+    """
+    annotations = meta.get("annotations") or {}
+    if ANNOTATION_PROMOTE in annotations or ANNOTATION_ROLLBACK in annotations:
+        _wake_soon(memo)
+
+
+def _wake_soon(memo: kopf.Memo) -> None:
+    wake: asyncio.Event | None = memo.get("wake")
+    loop: asyncio.AbstractEventLoop | None = memo.get("loop")
+    if wake is not None and loop is not None:
+        loop.call_soon_threadsafe(wake.set)
 
 
 def _owner(body: kopf.Body) -> str | None:

@@ -29,7 +29,7 @@ from baton.operator.deploy import (
     Inputs,
     Plan,
 )
-from baton.operator.deploy_record import DeployRecord, from_status, spec_json, to_status
+from baton.operator.deploy_record import Assignment, DeployRecord, from_status, spec_json, to_status
 from baton.operator.kube import Kube, RefusedError
 from baton.operator.metrics import METRICS
 from baton.operator.spec import StreamApp
@@ -336,8 +336,13 @@ def _views(
     for color in app.colors:
         want = spec_hash(runs[color].app.spec)
         readiness = color_readiness(sts.get(color), app.spec.replicas, want)
+        assignment = record.colors.get(color) if record is not None else None
         views[color] = ColorView(
-            readiness.ready, lag.get(color), readiness.message, sts.get(color) is not None
+            readiness.ready,
+            lag.get(color),
+            readiness.message,
+            sts.get(color) is not None,
+            assignment or Assignment(want, runs[color].generation),
         )
     return views
 

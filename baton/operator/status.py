@@ -50,7 +50,9 @@ def color_readiness(sts: dict[str, Any] | None, want_replicas: int, want_hash: s
     replicas = int(status.get("replicas") or 0)
     if replicas != want_replicas:
         return ColorReadiness(False, f"{replicas}/{want_replicas} Pods exist")
-    if want_replicas and status.get("currentRevision") != status.get("updateRevision"):
+    # OnDelete (Rolling) never moves currentRevision: updatedReplicas alone says it is rolled out.
+    on_delete = ((sts.get("spec") or {}).get("updateStrategy") or {}).get("type") == "OnDelete"
+    if want_replicas and not on_delete and status.get("currentRevision") != status.get("updateRevision"):
         return ColorReadiness(False, f"{updated}/{want_replicas} Pods updated")
     if updated < want_replicas and want_replicas:
         return ColorReadiness(False, f"{updated}/{want_replicas} Pods updated")

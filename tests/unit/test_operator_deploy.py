@@ -286,3 +286,28 @@ def test_record_round_trips_through_status() -> None:
     )
     assert from_status(to_status(rec)) == rec
     assert from_status(None) is None and from_status({}) is None
+
+
+def test_a_view_of_the_old_assignment_never_promotes_the_new_one() -> None:
+    """The pass that gives green r2 saw green ready at r1: that must not count as r2 ready."""
+    up = UP.model_copy(update={"promotion_stable_seconds": 0})
+    old = Assignment("r1")
+    views = {"blue": replace_view(READY, old), "green": replace_view(READY, old)}
+    p = step(stable(), 0, revision="r2", upgrade=up, views=views)
+    assert p.flip is None and p.phase == "Deploying" and p.record.ready_since is None
+    rolling = UP.model_copy(update={"strategy": "Rolling"})
+    r = step(None, 0, upgrade=rolling, colors=("blue",), views={"blue": READY})
+    r = step(r, 1, revision="r2", upgrade=rolling, colors=("blue",), views={"blue": replace_view(READY, old)})
+    assert r.phase == "Deploying" and r.roll and "Deployed" not in reasons(r)
+
+
+def test_a_never_created_active_color_takes_the_current_spec() -> None:
+    """A spec the cluster refused left no StatefulSet: the fixed spec goes to both colors."""
+    gone = ColorView(False, exists=False)
+    p = step(stable(), 1, revision="r2", views={"blue": gone, "green": gone})
+    assert p.record.colors == {"blue": Assignment("r2"), "green": Assignment("r2")}
+    assert "DeployStarted" not in reasons(p)
+
+
+def replace_view(view: ColorView, assignment: Assignment) -> ColorView:
+    return ColorView(view.ready, view.lag, view.message, view.exists, assignment)
