@@ -82,6 +82,9 @@ class Restorer(threading.Thread):
                        "enable.partition.eof": True, "auto.offset.reset": "earliest"})
         # prefetch deep: restore speed is bound by how fast records arrive, not by RocksDB; the total
         config.setdefault("queued.min.messages", 500000)  # capped by queued.max.messages.kbytes
+        # a restore is done at the partition EOF, which a fetch at the end reports only after the
+        # broker's wait: 500 ms by default, added to every promotion and every small restore
+        config.setdefault("fetch.wait.max.ms", 50)
         self._consumer = Consumer(config)
         self._requests: queue.Queue[tuple[str, object, threading.Event]] = queue.Queue()
         self._jobs: dict[tuple[str, int], RestoreJob] = {}
