@@ -1,14 +1,14 @@
 """Chaos, the long variant of tests/e2e/test_chaos.py: faults and deploys under steady input.
 
     python bench/chaos.py [--duration 300] [--rate 50] [--fault-interval 10] [--deploys 2]
-                          [--rollbacks 0] [--replicas 2] [--standby 1] [--json PATH]
+                          [--rollbacks 1] [--replicas 2] [--standby 1] [--json PATH]
 
 On the local stack (``dev/stack up``): a fresh namespace with the CRDs, ``baton operator``
 as a subprocess, the pod runner, and the click counter as a StreamApp (exactly-once, write
 cache off). Clicks arrive at ``--rate`` per second for at least ``--duration`` seconds while,
 every ``--fault-interval`` seconds, one event happens: a worker Pod deleted, a worker
 process SIGKILLed, the operator SIGKILLed and restarted, a deploy (spec change + flip) or a
-rollback right after a deploy (skipped, and reported so, without the operator's own blue-green flow). The scenario is
+rollback right after a deploy; every second deploy has the operator SIGKILLed midway. The scenario is
 ``batondev.chaos`` (its docstring says how a deploy flips in this checkout).
 
 It prints every event (kind, target, time), then a table: faults by kind, durations,
@@ -40,7 +40,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--rate", type=int, default=50, help="Clicks per second")
     p.add_argument("--fault-interval", type=float, default=10.0, help="Seconds between events")
     p.add_argument("--deploys", type=int, default=2)
-    p.add_argument("--rollbacks", type=int, default=1, help="Each right after a deploy (needs the operator's flow)")
+    p.add_argument("--rollbacks", type=int, default=1, help="Each right after a deploy")
     p.add_argument("--replicas", type=int, default=2)
     p.add_argument("--standby", type=int, default=1)
     p.add_argument("--partitions", type=int, default=4)

@@ -8,31 +8,28 @@ a fixed rate the whole time while the scenario, one event after another:
 * SIGKILLs a random worker process (its pid is the Pod's ``podrunner://<pid>`` containerID;
   the pod runner restarts it, as a kubelet would);
 * SIGKILLs the operator and starts a new one (it takes over through kopf peering);
-* deploys: a spec change (a podTemplate env var) followed by a flip of the active color;
-* rolls back (only where the operator implements rollback).
+* deploys a new version: a spec change (a podTemplate env var) that the operator rolls out
+  blue-green and flips;
+* rolls back right after a deploy (the operator flips back to the old color).
 
 Then the input stops, the output must catch up, and the ``read_committed`` sink topic is
 compared record by record with what the input implies (per user 1..n: nothing lost,
 nothing duplicated, nothing reordered), and the StreamApp must be Ready again.
 
-**How a deploy flips.** The scenario applies the spec change and reads the status to learn
-which path the operator takes (:class:`DeployMode`, printed in every report):
-
-* the operator's blue-green flow (issue 6): a deploy phase appears, the idle color gets the
-  new revision, and the operator flips; the scenario waits for ``status.activeColor`` and
-  the control topic to name the new color. A rollback is the ``baton.dev/rollback``
-  annotation, which flips back to the old color, still warm on the old revision.
-* an operator without that flow rolls both colors' StatefulSets at once; the scenario waits
-  until the app is Ready at the new generation and then switches the active color with
-  ``baton.control.coordinator.flip`` (what ``baton flip`` runs). There is no old revision to
-  roll back to, so a planned rollback is recorded as skipped, never faked.
+**Deploys and rollbacks go through the operator** (its blue-green flow, issue 6): the
+scenario only applies the spec change and waits until ``status.activeColor`` and the
+control topic both name the other color with the phase back at ``Stable``; the operator
+updates the idle color, waits until it is ready and caught up, flips, and later upgrades
+the old color. A rollback is the ``baton.dev/rollback`` annotation, right after a deploy
+while the old color is still warm on the old revision. Every second deploy also has the
+operator SIGKILLed mid-deploy. The scenario never flips by itself: an operator that stops
+flipping fails the run instead of being papered over.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import enum
 import os
 import random
 import signal
@@ -46,7 +43,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from baton.control.channel import ControlReader, control_topic
-from baton.control.coordinator import current_state, flip
+from baton.control.coordinator import current_state
 from baton.control.messages import Color
 from baton.worker.testing import SteadyInput, read_all
 
@@ -58,16 +55,6 @@ APP = "click-counter"
 VERSION_VAR = "CHAOS_VERSION"
 
 
-class DeployMode(enum.StrEnum):
-    """How deploys flipped in a run, as observed (the operator's flow is recognised by its status)."""
-
-    NONE = "no deploy yet"
-    OPERATOR = "operator blue-green flow"  # update the idle color, wait, flip, upgrade the old one
-    FLIP = "spec change + baton flip"  # the operator rolls both colors; baton.control flips
-
-
-# status.phase values of the operator's deploy flow while a deploy is in motion.
-DEPLOY_PHASES = frozenset({"Deploying", "Promoting", "Flipping", "RollingBack"})
 ANNOTATION_ROLLBACK = "baton.dev/rollback"
 
 
@@ -105,7 +92,6 @@ class Event:
 @dataclass
 class ChaosReport:
     config: ChaosConfig
-    deploy_mode: str
     events: list[Event]
     verdict: e2e.Verdict
     input_s: float
@@ -148,7 +134,6 @@ class ChaosReport:
         v = self.verdict
         rows = [
             ("faults + deploys", ", ".join(f"{k} {n}" for k, n in sorted(self.by_kind().items()))),
-            ("deploy mode", self.deploy_mode),
             ("input duration", f"{self.input_s:.0f} s at {self.config.rate}/s"),
             ("catch-up after input", f"{self.catch_up_s:.1f} s"),
             ("total duration", f"{self.total_s:.0f} s"),
@@ -198,7 +183,6 @@ class _Context:
     body: dict[str, Any]
     rng: random.Random
     say: Callable[[str], None]
-    mode: DeployMode = DeployMode.NONE
     version: int = 1
     events: list[Event] = field(default_factory=list)
     t0: float = 0.0  # when the input started: event times count from here
@@ -320,7 +304,6 @@ class Chaos:
         pods = e2e.worker_pods(kubectl, ctx.namespace, APP)
         return ChaosReport(
             config=cfg,
-            deploy_mode=str(ctx.mode),
             events=sorted(ctx.events, key=lambda e: e.at_s),
             verdict=verdict,
             input_s=input_s,
@@ -427,12 +410,7 @@ def _active_color(ctx: _Context) -> Color:
 
 
 def _deploy(ctx: _Context) -> Event:
-    """A new version: a podTemplate env change, then the active color flips (see the module doc).
-
-    Which path this checkout takes is read from the status, not guessed from the code: the
-    operator's flow shows a deploy phase while the two colors run different revisions; an
-    operator without it rolls both colors to the same revision and leaves the active color.
-    """
+    """A new version (a podTemplate env change) rolled out and flipped by the operator."""
     ctx.version += 1
     version = f"v{ctx.version}"
     before = _active_color(ctx)
@@ -443,46 +421,19 @@ def _deploy(ctx: _Context) -> Event:
     mid_deploy_restart = ctx.cfg.operator_restart_in_deploy and ctx.version % 2 == 1  # v3, v5, ...
     restarted: list[Event] = []
 
-    def settled() -> str | None:
-        body = e2e.app_object(ctx.kubectl, ctx.namespace, APP)
-        st = body.get("status") or {}
+    def flipped() -> bool:
+        st = _status(ctx)
         phase = str(st.get("phase"))
         if not seen or seen[-1] != phase:
             seen.append(phase)
         if phase in ("Promoting", "Flipping") and mid_deploy_restart and not restarted:
             restarted.append(_mid_deploy_restart(ctx, phase))
-        if phase in DEPLOY_PHASES:
-            ctx.mode = DeployMode.OPERATOR
-        if st.get("activeColor") == target and phase == "Stable" and _active_color(ctx) == target:
-            ctx.mode = DeployMode.OPERATOR
-            return "operator"
-        hashes = {c: (v or {}).get("specHash") for c, v in (st.get("colors") or {}).items()}
-        same = len(set(hashes.values())) == 1 and len(hashes) == 2
-        if ctx.mode is not DeployMode.OPERATOR and e2e.is_ready(body) and same and phase == "Stable":
-            return "both colors rolled"
-        return None
+        return st.get("activeColor") == target and phase == "Stable" and _active_color(ctx) == target
 
-    how = e2e.wait_until(f"the deploy of {version} to settle", settled, ctx.cfg.ready_timeout_s, every=1)
-    phases = " -> ".join(seen)
-    if how == "operator":
-        return Event("deploy", f"{VERSION_VAR}={version}", 0, detail=f"operator flipped {before} -> {target} ({phases})")
-    ctx.mode = DeployMode.FLIP
-    aborts: list[str] = []
-    for _attempt in range(5):
-        result = flip(ctx.bootstrap, ctx.application_id, target, deadline_s=15)
-        if result.committed:
-            return Event(
-                "deploy",
-                f"{VERSION_VAR}={version}",
-                0,
-                detail=(
-                    f"both colors rolled ({phases}), then baton flip {before} -> {target} epoch {result.epoch} "
-                    f"pause {result.pause_ms:.0f} ms" + (f" after aborts: {'; '.join(aborts)}" if aborts else "")
-                ),
-            )
-        aborts.append(result.reason)
-        e2e.wait_app_ready(ctx.kubectl, ctx.namespace, APP, ctx.cfg.ready_timeout_s)
-    raise RuntimeError(f"flip to {target} aborted 5 times: {aborts}")
+    e2e.wait_until(f"the operator to deploy {version} and flip to {target}", flipped, ctx.cfg.ready_timeout_s, every=1)
+    return Event(
+        "deploy", f"{VERSION_VAR}={version}", 0, detail=f"operator flipped {before} -> {target} ({' -> '.join(seen)})"
+    )
 
 
 def _mid_deploy_restart(ctx: _Context, phase: str) -> Event:
@@ -503,13 +454,7 @@ def _mid_deploy_restart(ctx: _Context, phase: str) -> Event:
 
 
 def _rollback(ctx: _Context) -> Event:
-    """The operator's rollback annotation: flip back to the old color, still warm on the old version.
-
-    Without the operator's flow both colors run the new version, so there is nothing to roll
-    back to: the event is recorded as skipped rather than faked with a flip.
-    """
-    if ctx.mode is not DeployMode.OPERATOR:
-        return Event("rollback-skipped", APP, 0, detail=f"deploy mode {ctx.mode}: the operator has no rollback")
+    """The operator's rollback annotation: flip back to the old color, still warm on the old version."""
     before = _active_color(ctx)
     target: Color = "green" if before == "blue" else "blue"
     ctx.kubectl("annotate", "sapp", APP, "-n", ctx.namespace, f"{ANNOTATION_ROLLBACK}=true", "--overwrite")
