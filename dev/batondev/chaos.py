@@ -33,6 +33,7 @@ import contextlib
 import os
 import random
 import signal
+import statistics
 import time
 import uuid
 from collections.abc import Callable
@@ -114,6 +115,16 @@ class ChaosReport:
     def repaired(self) -> int:
         return sum(1 for e in self.events if e.kind in FAULT_KINDS and e.recovered)
 
+    def took_by_kind(self) -> dict[str, str]:
+        """Median and longest time per kind, from the fault to the process running again
+        (workers), the new operator talking to the API (operator), or the flip seen (deploys)."""
+        times: dict[str, list[float]] = collections.defaultdict(list)
+        for e in self.events:
+            times[e.kind].append(e.took_s)
+        return {
+            k: f"median {statistics.median(v):.1f} s, max {max(v):.1f} s" for k, v in sorted(times.items())
+        }
+
     def by_kind(self) -> dict[str, int]:
         return dict(collections.Counter(e.kind for e in self.events))
 
@@ -122,6 +133,7 @@ class ChaosReport:
         out["by_kind"] = self.by_kind()
         out["passed"] = self.passed
         out["faults"], out["repaired"] = self.faults, self.repaired
+        out["took_by_kind"] = self.took_by_kind()
         return out
 
     def events_table(self) -> str:
@@ -142,6 +154,7 @@ class ChaosReport:
             ("duplicated", str(v.duplicated)),
             ("out of order", str(v.out_of_order)),
             ("faults repaired", f"{self.repaired} of {self.faults} (process seen running again)"),
+            *((f"  {kind} took", took) for kind, took in self.took_by_kind().items()),
             ("final Ready", f"{self.final_ready} (active {self.final_active})"),
         ]
         width = max(len(k) for k, _ in rows)
