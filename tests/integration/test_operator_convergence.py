@@ -150,7 +150,7 @@ def test_idempotent_and_converges_after_a_kill(
             e.get("count", 1) for e in items if e["message"] == "created StatefulSet/click-counter-green"
         )
 
-    wait_for("two Created events for green", lambda: created_green() >= 2, timeout=15)
+    wait_for("two Created events for green", lambda: created_green() >= 2, timeout=30)
 
 
 def test_strategy_change_prunes_the_other_color(
