@@ -135,7 +135,9 @@ def test_blue_green_deploy_through_the_operator(  # noqa: PLR0917 (fixtures)
             kubectl("wait", "--for=condition=Ready", "sapp/click-counter", "-n", namespace, "--timeout=100s")
             assert status(kubectl, namespace)["activeColor"] == "blue"
             producer.batch(500)
-            wait_for("blue's counts", lambda: counts(kafka_bootstrap, counts_topic) == dict(producer.sent), 60)
+            wait_for(
+                "blue's counts", lambda: counts(kafka_bootstrap, counts_topic) == dict(producer.sent), 60
+            )
 
             with producer:  # steady input through the deploy and the rollback
                 time.sleep(1)
@@ -143,8 +145,10 @@ def test_blue_green_deploy_through_the_operator(  # noqa: PLR0917 (fixtures)
                 apply(kubectl, manifest)
                 wait_for(
                     "green active and Stable",
-                    lambda: (st := status(kubectl, namespace)).get("activeColor") == "green"
-                    and st.get("phase") == "Stable",
+                    lambda: (
+                        (st := status(kubectl, namespace)).get("activeColor") == "green"
+                        and st.get("phase") == "Stable"
+                    ),
                     timeout=150,
                     every=0.3,
                 )
@@ -160,9 +164,11 @@ def test_blue_green_deploy_through_the_operator(  # noqa: PLR0917 (fixtures)
                 assert deploy["colors"]["blue"]["revision"] != deploy["colors"]["green"]["revision"]
                 wait_for(
                     "blue upgraded and Ready",
-                    lambda: (s := status(kubectl, namespace))["deploy"]["colors"]["blue"]
-                    == s["deploy"]["colors"]["green"]
-                    and any(c["type"] == "Ready" and c["status"] == "True" for c in s["conditions"]),
+                    lambda: (
+                        (s := status(kubectl, namespace))["deploy"]["colors"]["blue"]
+                        == s["deploy"]["colors"]["green"]
+                        and any(c["type"] == "Ready" and c["status"] == "True" for c in s["conditions"])
+                    ),
                     timeout=120,
                     every=0.5,
                 )
@@ -170,8 +176,10 @@ def test_blue_green_deploy_through_the_operator(  # noqa: PLR0917 (fixtures)
                 kubectl("annotate", "sapp", "click-counter", "-n", namespace, "baton.dev/rollback=true")
                 wait_for(
                     "blue active again",
-                    lambda: (s := status(kubectl, namespace)).get("activeColor") == "blue"
-                    and s.get("lastFlip", {}).get("to") == "blue",
+                    lambda: (
+                        (s := status(kubectl, namespace)).get("activeColor") == "blue"
+                        and s.get("lastFlip", {}).get("to") == "blue"
+                    ),
                     timeout=60,
                     every=0.3,
                 )
