@@ -6,7 +6,7 @@ into what the operator needs in every namespace it watches (namespaced) and what
 cluster-wide operator needs (cluster).
 
 Deliberately absent: Secrets (workers read Kafka credentials through secretKeyRef and a
-secret volume, resolved by the kubelet, never by the operator) and Pods/exec.
+secret volume, resolved by the kubelet, never by the operator), creating Pods, and Pods/exec.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ def namespaced_rules() -> list[dict[str, Any]]:
         {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": _OWN},
         {"apiGroups": [""], "resources": ["services", "serviceaccounts"], "verbs": _OWN},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": _OWN},
+        # Compaction: one CronJob per app (spec.compaction), suspended during flips.
+        {"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": _OWN},
+        # Rolling upgrades (OnDelete): read worker Pods' readiness, delete one outdated Pod at a time.
+        {"apiGroups": [""], "resources": ["pods"], "verbs": [*_READ, "delete"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
         # Leader election: kopf's peering object (created at start if missing) in each namespace.
         {"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"], "verbs": [*_READ, "create", "patch"]},

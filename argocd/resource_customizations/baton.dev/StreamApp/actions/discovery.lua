@@ -23,8 +23,14 @@ end
 local idle = other(status.activeColor)
 local idle_ready = idle ~= nil and ready_replicas(idle) > 0 and ready_replicas(idle) >= (spec.replicas or 1)
 local can_flip = blue_green and not paused and not busy and idle_ready
+-- something to promote: a deploy waiting for promotion, or one that was abandoned or rolled back
+local stalled = false
+for _, c in ipairs(status.conditions or {}) do
+  if c.type == "Stalled" and c.status == "True" then stalled = true end
+end
+local can_promote = can_flip and (status.phase == "Promoting" or stalled)
 
-actions["flip"] = {["disabled"] = not can_flip, ["iconClass"] = "fa fa-fw fa-exchange"}
+actions["flip"] = {["disabled"] = not can_promote, ["iconClass"] = "fa fa-fw fa-exchange"}
 actions["rollback"] = {
   ["disabled"] = not (can_flip and status.lastFlip ~= nil and status.lastFlip.from ~= nil),
   ["iconClass"] = "fa fa-fw fa-undo",

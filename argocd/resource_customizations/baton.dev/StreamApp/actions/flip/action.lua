@@ -1,14 +1,8 @@
--- Ask the operator to make the idle color active (an exact flip; docs/concepts.md).
--- The target color makes the request idempotent; the timestamp makes a repeat a new request.
-local status = obj.status or {}
-local target = "green"
-if status.activeColor == "green" then
-  target = "blue"
-end
+-- Promote the idle color: the operator flips to it, exactly (docs/concepts.md), when a deploy
+-- waits for promotion (upgrade.autoPromote false) or was abandoned or rolled back. A flip with
+-- nothing to promote is `baton flip APP --to COLOR`, which the operator then follows.
 if obj.metadata.annotations == nil then
   obj.metadata.annotations = {}
 end
-obj.metadata.annotations["baton.dev/flip-to"] = target
-obj.metadata.annotations["baton.dev/flip-requested-at"] = os.date("!%Y-%m-%dT%H:%M:%SZ")
-obj.metadata.annotations["baton.dev/flip-reason"] = "argocd-action-flip"
+obj.metadata.annotations["baton.dev/promote"] = "true"
 return obj
