@@ -6,10 +6,11 @@
 On the local stack (``dev/stack up``): a fresh namespace with the CRDs, ``baton operator``
 as a subprocess, the pod runner, and the click counter as a StreamApp (exactly-once, write
 cache off). Clicks arrive at ``--rate`` per second for at least ``--duration`` seconds while,
-every ``--fault-interval`` seconds, one event happens: a worker Pod deleted, a worker
-process SIGKILLed, the operator SIGKILLed and restarted, a deploy (spec change + flip) or a
-rollback right after a deploy; every second deploy has the operator SIGKILLed midway. The scenario is
-``batondev.chaos`` (its docstring says how a deploy flips in this checkout).
+every ``--fault-interval`` seconds, one fault happens (a worker Pod deleted, a worker
+process SIGKILLed, or the operator SIGKILLed and restarted), also during deploys; the
+deploys (spec changes the operator rolls out blue-green and flips) are spread over the
+duration, each of the first ``--rollbacks`` followed by a rollback, and every second one has
+the operator SIGKILLed midway. The scenario is ``batondev.chaos``.
 
 It prints every event (kind, target, time), then a table: faults by kind, durations,
 records in/out, lost, duplicated, out of order, final Ready; and writes the same as JSON
@@ -52,8 +53,8 @@ def _args() -> argparse.Namespace:
 def main() -> int:
     args = _args()
     rollbacks = min(args.rollbacks, args.deploys)
-    # A deploy or rollback takes ~30-40 s here; faults fill the rest of the duration.
-    faults = max(int((args.duration - 40 * (args.deploys + rollbacks)) // args.fault_interval), len(FAULT_KINDS))
+    # Faults fill the duration on their own clock; deploys are spread over it and overlap them.
+    faults = max(int(args.duration // args.fault_interval) - 1, len(FAULT_KINDS))
     cfg = ChaosConfig(
         faults=faults,
         fault_interval_s=args.fault_interval,
@@ -61,6 +62,7 @@ def main() -> int:
         rollbacks=rollbacks,
         rate=args.rate,
         min_input_s=args.duration,
+        deploy_every_s=args.duration / (args.deploys + 1),
         replicas=args.replicas,
         standby_replicas=args.standby,
         partitions=args.partitions,

@@ -2,7 +2,9 @@
 
 In one namespace: the CRDs, ``baton operator`` as a subprocess, the pod runner, and the
 click counter as a StreamApp (exactly-once, write cache off, two colors). Clicks arrive at
-a fixed rate the whole time while the scenario, one event after another:
+a fixed rate the whole time. Faults come one at a time on their own clock, also while a
+deploy rolls out or flips (never during a rollback: a failed rollback flip is not retried
+by the operator, by design):
 
 * deletes a random worker Pod (``kubectl delete pod``: SIGTERM, the StatefulSet recreates it);
 * SIGKILLs a random worker process (its pid is the Pod's ``podrunner://<pid>`` containerID;
@@ -38,6 +40,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +70,8 @@ class ChaosConfig:
     rollbacks: int = 0
     rate: int = 50  # clicks per second
     min_input_s: float = 0.0  # keep the input running at least this long (bench's duration)
+    # Deploy i starts at i * deploy_every_s; 0: each one shortly after the one before.
+    deploy_every_s: float = 0.0
     replicas: int = 2
     standby_replicas: int = 1
     partitions: int = 4
@@ -199,6 +204,9 @@ class _Context:
     version: int = 1
     events: list[Event] = field(default_factory=list)
     t0: float = 0.0  # when the input started: event times count from here
+    pending_faults: list[str] = field(default_factory=list)
+    next_fault_at: float = 0.0
+    injecting: bool = False
 
 
 class Chaos:
@@ -268,22 +276,29 @@ class Chaos:
         e2e.wait_app_ready(kubectl, ctx.namespace, APP, cfg.ready_timeout_s)
         self.say(f"StreamApp {APP} (applicationId {ctx.application_id}) Ready after {time.monotonic() - started:.0f}s")
         events = plan(cfg, ctx.rng)
-        self.say(f"plan: {', '.join(events)} every {cfg.fault_interval_s:.0f}s at {cfg.rate} clicks/s")
+        self.say(
+            f"plan: faults {', '.join(k for k in events if k in FAULT_KINDS)} every {cfg.fault_interval_s:.0f}s; "
+            f"meanwhile {', '.join(k for k in events if k not in FAULT_KINDS)}; {cfg.rate} clicks/s"
+        )
         with SteadyInput(ctx.bootstrap, ctx.clicks, rate=cfg.rate, seed=cfg.seed) as steady:
             t0 = ctx.t0 = time.monotonic()
-            slot, last_end = 0, t0
-            for kind in events:
-                if kind != "rollback":  # a rollback follows its deploy at once, while the old color is warm
-                    slot += 1
-                    # On the fault clock, but never in a burst to make up for a long deploy.
-                    _sleep_until(max(t0 + slot * cfg.fault_interval_s, last_end + cfg.fault_interval_s / 2))
-                at = time.monotonic() - t0
-                event = INJECT[kind](ctx)
-                event.at_s, event.took_s = at, time.monotonic() - t0 - at
-                ctx.events.append(event)
+            # Faults keep their own clock, also while a deploy is rolling out or flipping.
+            ctx.pending_faults = [k for k in events if k in FAULT_KINDS]
+            ctx.next_fault_at = t0 + cfg.fault_interval_s
+            deploys, last_end = 0, t0
+            for kind in (k for k in events if k not in FAULT_KINDS):
+                if kind == "deploy":
+                    deploys += 1
+                    start = (
+                        t0 + deploys * cfg.deploy_every_s
+                        if cfg.deploy_every_s
+                        else last_end + cfg.fault_interval_s / 2
+                    )
+                    _wait_ticking(ctx, partial(_past, start))
+                _run(ctx, kind)  # a rollback follows its deploy at once, while the old color is warm
                 last_end = time.monotonic()
-                self.say(f"[{at:6.1f}s] {event.kind:<17} {event.target:<28} {event.detail}")
-            _sleep_until(max(t0 + cfg.min_input_s, time.monotonic() + cfg.fault_interval_s))
+            _wait_ticking(ctx, lambda: not ctx.pending_faults)
+            _sleep_until(max(t0 + cfg.min_input_s, time.monotonic() + cfg.fault_interval_s / 2))
         input_s = time.monotonic() - t0
         sent = dict(steady.sent)
         self.say(f"input stopped after {input_s:.0f}s: {sum(sent.values())} clicks; waiting for the output")
@@ -327,6 +342,38 @@ class Chaos:
             pod_restarts=e2e.restarts(pods),
             users=len(sent),
         )
+
+
+def _run(ctx: _Context, kind: str) -> Event:
+    """Inject one event now and record it (time from the input's start, and how long it took)."""
+    at = time.monotonic() - ctx.t0
+    event = INJECT[kind](ctx)
+    event.at_s, event.took_s = at, time.monotonic() - ctx.t0 - at
+    ctx.events.append(event)
+    ctx.say(f"[{at:6.1f}s] {event.kind:<17} {event.target:<28} {event.detail}")
+    return event
+
+
+def _tick(ctx: _Context) -> None:
+    """Inject the next fault if it is due (called from every wait loop of the scenario)."""
+    if ctx.injecting or not ctx.pending_faults or time.monotonic() < ctx.next_fault_at:
+        return
+    ctx.injecting = True  # a fault's own waits never start another fault
+    try:
+        _run(ctx, ctx.pending_faults.pop(0))
+    finally:
+        ctx.injecting = False
+    ctx.next_fault_at = time.monotonic() + ctx.cfg.fault_interval_s
+
+
+def _past(deadline: float) -> bool:
+    return time.monotonic() >= deadline
+
+
+def _wait_ticking(ctx: _Context, done: Callable[[], bool]) -> None:
+    while not done():
+        _tick(ctx)
+        time.sleep(0.2)
 
 
 def _sleep_until(deadline: float) -> None:
@@ -435,6 +482,7 @@ def _deploy(ctx: _Context) -> Event:
     restarted: list[Event] = []
 
     def flipped() -> bool:
+        _tick(ctx)  # faults go on during the rollout and the flip
         st = _status(ctx)
         phase = str(st.get("phase"))
         if not seen or seen[-1] != phase:

@@ -41,7 +41,7 @@ def test_faults_and_deploys_under_steady_input_keep_the_output_exact(
 ) -> None:
     cfg = ChaosConfig(
         faults=6,
-        fault_interval_s=4.0,
+        fault_interval_s=12.0,
         deploys=2,
         rollbacks=1,
         rate=40,
