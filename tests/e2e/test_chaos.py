@@ -2,9 +2,9 @@
 
 The click counter runs as a StreamApp (two colors, 2 replicas each, one standby of every
 task, exactly-once, write cache off) under the real operator, with its Pods run as local
-processes by the pod runner. Clicks arrive at a fixed rate while the test deletes worker
-Pods, SIGKILLs worker processes, SIGKILLs and restarts the operator, and deploys a new
-version. Then the ``read_committed`` output must be exactly what the input implies, per
+processes by the pod runner. Clicks arrive at a fixed rate while the test, every 12 s and
+also in the middle of rollouts and flips, deletes a worker Pod, SIGKILLs a worker process,
+or SIGKILLs and restarts the operator (6 faults plus one mid-deploy operator restart). Then the ``read_committed`` output must be exactly what the input implies, per
 user the counts 1..n in order, and the StreamApp must be Ready again.
 
 Two deploys (podTemplate env changes) go through the operator's blue-green flow (update
