@@ -162,14 +162,17 @@ def test_new_active_ahead_holds_until_old_active_drained(
         counts,
         per_color=1,
         topology=slow,
-        color_env={"blue": {"CLICK_DELAY_MS": "6"}},
+        color_env={"blue": {"CLICK_DELAY_MS": "10"}},
     )
     blue, green = workers["blue"][0], workers["green"][0]
     try:
         for w in workers["blue"] + workers["green"]:
             w.wait_ready(120)
         with SteadyInput(kafka_bootstrap, clicks, rate=300) as steady:
-            time.sleep(4)  # blue handles ~160 records/s of 300/s: it falls behind
+            # blue handles <100 records/s of 300/s. A worker reads the control topic between
+            # batches of up to 1,000 records, so blue's backlog must exceed one batch, or blue
+            # would catch up within the batch it is in when the prepare arrives.
+            time.sleep(8)
             result = flip(kafka_bootstrap, base, "green", deadline_s=20)
             time.sleep(1)
         assert result.committed, result.reason
