@@ -9,6 +9,7 @@ record by record, after flips back and forth while input keeps arriving.
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +29,8 @@ REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = str(REPO / "examples" / "click_counter.py")
 
 
-def _workers(  # noqa: PLR0917
+@contextlib.contextmanager
+def _running(  # noqa: PLR0917
     tmp: Path,
     bootstrap: str,
     base: str,
@@ -37,7 +39,8 @@ def _workers(  # noqa: PLR0917
     per_color: int,
     topology: str = TOPOLOGY,
     color_env: dict[Color, dict[str, str]] | None = None,
-) -> dict[Color, list[WorkerProcess]]:
+) -> Iterator[dict[Color, list[WorkerProcess]]]:
+    """Workers of both colors, started and ready for the block, stopped after it."""
     out: dict[Color, list[WorkerProcess]] = {"blue": [], "green": []}
     for color in ("blue", "green"):
         for i in range(per_color):
@@ -46,10 +49,11 @@ def _workers(  # noqa: PLR0917
                 "COUNTS_TOPIC": counts,
                 "BATON_COLOR": color,
                 "BATON_CONTROL_TOPIC": control_topic(base),
+                **(color_env or {}).get(color, {}),
             }
             out[color].append(
                 WorkerProcess(
-                    TOPOLOGY,
+                    topology,
                     bootstrap=bootstrap,
                     application_id=f"{base}-{color}",
                     state_dir=tmp / f"{color}-{i}",
@@ -59,7 +63,14 @@ def _workers(  # noqa: PLR0917
                     extra_args=["--no-write-cache"],
                 ).start()
             )
-    return out
+    workers = out["blue"] + out["green"]
+    try:
+        for w in workers:
+            w.wait_ready(120)
+        yield out
+    finally:
+        for w in workers:
+            w.stop()
 
 
 def _assert_exact(bootstrap: str, counts_topic: str, sent: collections.Counter[str]) -> int:
@@ -91,11 +102,8 @@ def test_five_flips_under_steady_input_are_exact(
     kafka_bootstrap: str, app: tuple[str, str, str], tmp_path: Path
 ) -> None:
     base, clicks, counts = app
-    workers = _workers(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=1)
-    results: list[FlipResult] = []
-    try:
-        for w in workers["blue"] + workers["green"]:
-            w.wait_ready(120)
+    with _running(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=1):
+        results: list[FlipResult] = []
         with SteadyInput(kafka_bootstrap, clicks, rate=400) as steady:
             time.sleep(3)
             for i in range(5):
@@ -111,19 +119,13 @@ def test_five_flips_under_steady_input_are_exact(
         assert _assert_exact(kafka_bootstrap, counts, sent) == expected_total
         assert [r.to for r in results] == ["green", "blue", "green", "blue", "green"]
         assert all(len(r.cut) == 4 for r in results)
-    finally:
-        for w in workers["blue"] + workers["green"]:
-            w.stop()
 
 
 def test_flip_aborts_when_a_color_is_down_and_old_active_keeps_emitting(
     kafka_bootstrap: str, app: tuple[str, str, str], tmp_path: Path
 ) -> None:
     base, clicks, counts = app
-    workers = _workers(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=1)
-    try:
-        for w in workers["blue"] + workers["green"]:
-            w.wait_ready(120)
+    with _running(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=1) as workers:
         workers["green"][0].stop()
         result = flip(kafka_bootstrap, base, "green", deadline_s=5)
         assert not result.committed
@@ -134,9 +136,6 @@ def test_flip_aborts_when_a_color_is_down_and_old_active_keeps_emitting(
         sent = steady.sent
         wait_for(lambda: _latest(kafka_bootstrap, counts) == dict(sent), 90, "counts after the aborted flip")
         _assert_exact(kafka_bootstrap, counts, sent)
-    finally:
-        for w in workers["blue"] + workers["green"]:
-            w.stop()
 
 
 def _latest(bootstrap: str, topic: str) -> dict[str, int]:
@@ -154,7 +153,7 @@ def test_new_active_ahead_holds_until_old_active_drained(
     blue to emit up to the cut before it emits itself, or per-key order would break."""
     base, clicks, counts = app
     slow = str(REPO / "tests" / "fixtures" / "slow_click_counter.py")
-    workers = _workers(
+    with _running(
         tmp_path,
         kafka_bootstrap,
         base,
@@ -163,11 +162,8 @@ def test_new_active_ahead_holds_until_old_active_drained(
         per_color=1,
         topology=slow,
         color_env={"blue": {"CLICK_DELAY_MS": "10"}},
-    )
-    blue, green = workers["blue"][0], workers["green"][0]
-    try:
-        for w in workers["blue"] + workers["green"]:
-            w.wait_ready(120)
+    ) as workers:
+        blue, green = workers["blue"][0], workers["green"][0]
         with SteadyInput(kafka_bootstrap, clicks, rate=300) as steady:
             # blue handles <100 records/s of 300/s. A worker reads the control topic between
             # batches of up to 1,000 records, so blue's backlog must exceed one batch, or blue
@@ -186,20 +182,14 @@ def test_new_active_ahead_holds_until_old_active_drained(
         assert any(line.get("msg") == "old active drained, emitting" for line in green.logs())
         drained = [line for line in blue.logs() if line.get("msg") == "drained below the cut"]
         assert len(drained) == len(result.pending)
-    finally:
-        for w in workers["blue"] + workers["green"]:
-            w.stop()
 
 
 def test_worker_killed_during_flip_keeps_output_exact(
     kafka_bootstrap: str, app: tuple[str, str, str], tmp_path: Path
 ) -> None:
     base, clicks, counts = app
-    workers = _workers(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=2)
-    outcomes: list[FlipResult] = []
-    try:
-        for w in workers["blue"] + workers["green"]:
-            w.wait_ready(120)
+    with _running(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=2) as workers:
+        outcomes: list[FlipResult] = []
         with SteadyInput(kafka_bootstrap, clicks, rate=300) as steady:
             time.sleep(2)
             for victim, to in ((workers["blue"][1], "green"), (workers["green"][0], "blue")):
@@ -217,6 +207,3 @@ def test_worker_killed_during_flip_keeps_output_exact(
         assert len(outcomes) == 2
         wait_for(lambda: _latest(kafka_bootstrap, counts) == dict(sent), 180, "final counts")
         _assert_exact(kafka_bootstrap, counts, sent)
-    finally:
-        for w in workers["blue"] + workers["green"]:
-            w.stop()
