@@ -65,9 +65,17 @@ def restore(bootstrap: str, app: str, topic: str, state: Path, store_uri: str | 
     done = threading.Event()
     stores = [RocksDBStore(state / str(p) / STORE) for p in range(PARTITIONS)]
     jobs = [RestoreJob(TaskId(0, p), STORE, topic, p, stores[p]) for p in range(PARTITIONS)]
+    waiting = set(range(PARTITIONS))
+
+    def ready(task: TaskRestore) -> None:  # one task per partition, as a worker has them
+        waiting.discard(task.task.partition)
+        if not waiting:
+            done.set()
+
     started = time.monotonic()
     restorer.start()
-    restorer.add(TaskRestore(TaskId(0, 0), jobs, lambda _r: done.set()))
+    for job in jobs:
+        restorer.add(TaskRestore(job.task, [job], ready))
     if not done.wait(1800):
         raise TimeoutError("restore did not finish")
     seconds = time.monotonic() - started

@@ -5,7 +5,8 @@
 
 Under spark-submit: ``spark-submit --jars <spark-sql-kafka jars> baton/compactor/cli.py <same arguments>``;
 ``getOrCreate`` reuses the session spark-submit made.
-The exit code is 0 when the audit found nothing, 3 when it has findings (``--fail-on-findings``).
+The exit code is 0 when the audit found nothing, 3 when it has findings (``--fail-on-findings``),
+4 when ``--streamapp`` is given and its status could not be written.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from typing import Any
 
 import click
+
+from baton.compactor.job import REPORT_DIR
 
 
 def _kafka_settings(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
@@ -44,21 +48,50 @@ def _kafka_settings(_ctx: click.Context, _param: click.Parameter, values: tuple[
 @click.option("--kafka-config-json", envvar="BATON_KAFKA_CONFIG",
               help="Kafka client settings as a JSON object (the workers' BATON_KAFKA_CONFIG); -X wins.")
 @click.option("--fail-on-findings", is_flag=True, help="Exit with 3 when the audit has findings.")
+@click.option("--streamapp", envvar="BATON_STREAMAPP", metavar="NAMESPACE/NAME",
+              help="Write the audit summary into this StreamApp's status.compaction (in-cluster or KUBECONFIG).")
 def compact(*, application_ids: tuple[str, ...], snapshot_store: str, bootstrap_servers: str, topology: str | None,
             keep: int, jars: str | None, master: str | None, kafka_config: dict[str, str],
-            kafka_config_json: str | None, fail_on_findings: bool) -> None:
+            kafka_config_json: str | None, fail_on_findings: bool, streamapp: str | None) -> None:
     """Snapshot every changelog partition of the app ids, keep the last N, and write an audit report."""
     from baton.compactor.job import JobConfig, run
     from baton.compactor.session import session
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    target = _streamapp(streamapp)
     kafka_config = {**{k: str(v) for k, v in json.loads(kafka_config_json or "{}").items()}, **kafka_config}
     ids = [i for item in application_ids for i in item.split(",") if i]  # the env var is comma-separated
     spark = session(master, jars.split(",") if jars else None)
     report = run(spark, JobConfig(bootstrap_servers, ids, snapshot_store, keep, topology, kafka_config))
     click.echo(json.dumps(report["summary"], indent=2))
+    if target is not None:
+        _write_status(target, report, f"{snapshot_store.rstrip('/')}/{ids[0]}/{REPORT_DIR}/latest.json")
     if fail_on_findings and report["findings"]:
         sys.exit(3)
+
+
+def _streamapp(ref: str | None) -> tuple[str, str] | None:
+    from baton.compactor.status import parse_streamapp
+
+    try:
+        return parse_streamapp(ref) if ref else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--streamapp") from exc
+
+
+def _write_status(target: tuple[str, str], report: dict[str, Any], report_uri: str) -> None:
+    """Best effort: the snapshots and the report are already written, which is what restores need;
+    a status the API server refused is logged and makes the exit code 4, so the Job shows it."""
+    from datetime import UTC, datetime
+
+    from baton.compactor.status import compaction_status, write_status
+
+    finished = datetime.now(UTC).isoformat(timespec="seconds")
+    try:
+        write_status(*target, compaction_status(report, finished, report_uri))
+    except Exception as exc:
+        logging.getLogger("baton.compactor").error("could not write status.compaction of %s/%s: %s", *target, exc)
+        sys.exit(4)
 
 
 if __name__ == "__main__":  # spark-submit baton/compactor/cli.py --application-id ...

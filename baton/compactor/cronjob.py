@@ -16,6 +16,10 @@ Decisions:
 * the snapshot store is ``spec.compaction.snapshotStore`` (any Hadoop URI) or, with
   ``snapshotVolumeClaim``, a PVC mounted at ``/var/lib/baton-snapshots``; the workers
   must see the same store (``BATON_SNAPSHOT_STORE``) to restore from it.
+* the Job runs as a ServiceAccount of its own, ``<name>-compactor``, whose Role allows only
+  get and patch of this StreamApp's status: it writes the audit summary into
+  ``status.compaction`` (baton/compactor/status.py). The workers' identity stays without
+  any API access.
 """
 
 from __future__ import annotations
@@ -26,9 +30,51 @@ SNAPSHOT_MOUNT = "/var/lib/baton-snapshots"
 CONTAINER = "compactor"
 
 
-def cronjob(body: dict[str, Any], *, flip_in_progress: bool = False, service_account: str | None = None,
+def compactor_name(body: dict[str, Any]) -> str:
+    """The name of the CronJob and of the Job's ServiceAccount, Role and RoleBinding."""
+    return f"{body['metadata']['name']}-compactor"
+
+
+def _labels(name: str) -> dict[str, str]:
+    # baton.dev/app is how the operator lists what an app owns, to prune it (operator/kube.py).
+    return {"app.kubernetes.io/name": "baton-streamapp", "app.kubernetes.io/instance": name,
+            "app.kubernetes.io/component": "compactor", "app.kubernetes.io/managed-by": "baton-operator",
+            "baton.dev/app": name}
+
+
+def _metadata(body: dict[str, Any]) -> dict[str, Any]:
+    meta = body["metadata"]
+    out: dict[str, Any] = {"name": compactor_name(body), "namespace": meta.get("namespace"),
+                           "labels": _labels(meta["name"])}
+    if meta.get("uid"):
+        out["ownerReferences"] = [{"apiVersion": body.get("apiVersion", "baton.dev/v1alpha1"),
+                                   "kind": body.get("kind", "StreamApp"), "name": meta["name"], "uid": meta["uid"],
+                                   "controller": True, "blockOwnerDeletion": True}]
+    return out
+
+
+def compactor_identity(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """ServiceAccount, Role and RoleBinding of the compactor Job: get and patch of this app's status."""
+    name = body["metadata"]["name"]
+    group = body.get("apiVersion", "baton.dev/v1alpha1").split("/")[0]
+    rbac = "rbac.authorization.k8s.io"
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(body)},
+        {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": _metadata(body),
+         "rules": [{"apiGroups": [group], "resources": ["streamapps/status"], "resourceNames": [name],
+                    "verbs": ["get", "patch"]}]},
+        {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding", "metadata": _metadata(body),
+         "roleRef": {"apiGroup": rbac, "kind": "Role", "name": compactor_name(body)},
+         "subjects": [{"kind": "ServiceAccount", "name": compactor_name(body),
+                       "namespace": body["metadata"].get("namespace")}]},
+    ]
+
+
+def cronjob(body: dict[str, Any], *, flip_in_progress: bool = False,
             extra_env: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
-    """The CronJob manifest, or None when ``spec.compaction.enabled`` is false."""
+    """The CronJob manifest, or None when ``spec.compaction.enabled`` is false.
+
+    It runs as :func:`compactor_identity`'s ServiceAccount, which the caller applies with it."""
     meta, spec = body["metadata"], body["spec"]
     compaction = spec.get("compaction") or {}
     if not compaction.get("enabled", False):
@@ -46,9 +92,9 @@ def cronjob(body: dict[str, Any], *, flip_in_progress: bool = False, service_acc
     for color in colors:
         args += ["--application-id", f"{app_id}-{color}"]
     env = [{"name": "BATON_BOOTSTRAP_SERVERS", "value": spec["kafka"]["bootstrapServers"]},
+           {"name": "BATON_STREAMAPP", "value": f"{meta.get('namespace')}/{name}"},
            {"name": "HOME", "value": "/tmp"}, *(extra_env or [])]
-    labels = {"app.kubernetes.io/name": "baton-streamapp", "app.kubernetes.io/instance": name,
-              "app.kubernetes.io/component": "compactor", "app.kubernetes.io/managed-by": "baton-operator"}
+    labels = _labels(name)
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": compaction.get("image") or spec["image"],
@@ -68,18 +114,13 @@ def cronjob(body: dict[str, Any], *, flip_in_progress: bool = False, service_acc
         volumes.append({"name": "snapshots", "persistentVolumeClaim": {"claimName": claim}})
         container["volumeMounts"].append({"name": "snapshots", "mountPath": SNAPSHOT_MOUNT})
     pod: dict[str, Any] = {
+        "serviceAccountName": compactor_name(body),
         "restartPolicy": "Never",
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
         "volumes": volumes,
     }
-    if service_account:
-        pod["serviceAccountName"] = service_account
-    metadata: dict[str, Any] = {"name": f"{name}-compactor", "namespace": meta.get("namespace"), "labels": labels}
-    if meta.get("uid"):
-        metadata["ownerReferences"] = [{"apiVersion": body.get("apiVersion", "baton.dev/v1alpha1"),
-                                        "kind": body.get("kind", "StreamApp"), "name": name, "uid": meta["uid"],
-                                        "controller": True, "blockOwnerDeletion": True}]
+    metadata = _metadata(body)
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",

@@ -132,15 +132,21 @@ async def deploy_loop(
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def on_annotation(*, memo: kopf.Memo, meta: kopf.Meta, **_: Any) -> None:
-    """Wake the deploy loop for ``baton.dev/promote`` and ``baton.dev/rollback`` at once.
+def on_annotation(
+    *, memo: kopf.Memo, meta: kopf.Meta, status: kopf.Status, namespace: str | None, name: str, type: str, **_: Any
+) -> None:
+    """Wake the deploy loop for ``baton.dev/promote`` and ``baton.dev/rollback`` at once, and
+    export the compactor's ``status.compaction`` as gauges.
 
     kopf leaves annotations under its own storage prefix (baton.dev/) out of the diff that
-    triggers update handlers, so the raw watch event is where a person's annotation shows.
+    triggers update handlers, and status changes out of it altogether, so the raw watch event
+    is where a person's annotation and the compactor Job's status write show.
     """
     annotations = meta.get("annotations") or {}
     if ANNOTATION_PROMOTE in annotations or ANNOTATION_ROLLBACK in annotations:
         _wake_soon(memo)
+    if type != "DELETED":
+        METRICS.observe_compaction(namespace or "", name, status.get("compaction"))
 
 
 def _wake_soon(memo: kopf.Memo) -> None:

@@ -31,6 +31,9 @@ MANAGED_KINDS: tuple[tuple[str, str], ...] = (
     ("policy/v1", "PodDisruptionBudget"),
     ("v1", "Service"),
     ("v1", "ServiceAccount"),
+    ("batch/v1", "CronJob"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 )
 
 RETRIABLE = {409, 429, 500, 502, 503, 504}

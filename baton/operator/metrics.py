@@ -13,6 +13,7 @@ Every replica exports them, but only the leader reconciles, so sums over replica
 
 from __future__ import annotations
 
+import datetime
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -105,6 +106,25 @@ class OperatorMetrics:
             registry=r,
         )
 
+        self.compaction_findings = Gauge(
+            "baton_operator_compaction_findings",
+            "Audit findings of the app's last compaction run (status.compaction, written by the Job)",
+            ["namespace", "name"],
+            registry=r,
+        )
+        self.compaction_lag = Gauge(
+            "baton_operator_compaction_lag_records",
+            "Changelog records a restore reads beyond the live keys, at the last compaction run",
+            ["namespace", "name"],
+            registry=r,
+        )
+        self.compaction_last_run = Gauge(
+            "baton_operator_compaction_last_run_timestamp_seconds",
+            "When the app's last compaction run finished (Unix time)",
+            ["namespace", "name"],
+            registry=r,
+        )
+
     @contextmanager
     def reconciling(self, namespace: str) -> Iterator[None]:
         """Count and time one reconciliation; an exception counts as an error and propagates."""
@@ -137,9 +157,21 @@ class OperatorMetrics:
         if status.get("lag") is not None:
             self.app_lag.labels(namespace, name).set(float(status["lag"]))
 
+    def observe_compaction(self, namespace: str, name: str, compaction: Mapping[str, Any] | None) -> None:
+        """Gauges from ``status.compaction``, which the compactor Job writes (not the operator)."""
+        if not compaction:
+            return
+        self.compaction_findings.labels(namespace, name).set(float(compaction.get("findings") or 0))
+        self.compaction_lag.labels(namespace, name).set(float(compaction.get("compactionLag") or 0))
+        finished = compaction.get("lastRunTime")
+        if finished:
+            stamp = datetime.datetime.fromisoformat(str(finished).replace("Z", "+00:00")).timestamp()
+            self.compaction_last_run.labels(namespace, name).set(stamp)
+
     def forget(self, namespace: str, name: str) -> None:
         """Drop a deleted app's per-app series, so dashboards do not show it forever."""
-        for gauge in (self.app_phase, self.app_ready, self.app_lag):
+        for gauge in (self.app_phase, self.app_ready, self.app_lag, self.compaction_findings,
+                      self.compaction_lag, self.compaction_last_run):
             for labels in list(_label_sets(gauge)):
                 if labels[:2] == (namespace, name):
                     gauge.remove(*labels)

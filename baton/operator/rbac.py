@@ -30,8 +30,11 @@ def namespaced_rules() -> list[dict[str, Any]]:
         {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": _OWN},
         {"apiGroups": [""], "resources": ["services", "serviceaccounts"], "verbs": _OWN},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": _OWN},
-        # Compaction: one CronJob per app (spec.compaction), suspended during flips.
+        # Compaction: one CronJob per app (spec.compaction), suspended during flips, and its Job's
+        # identity: a Role granting get/patch of that app's status only (the operator holds both,
+        # so the API server's escalation check lets it grant them; no bind or escalate verbs).
         {"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": _OWN},
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": _OWN},
         # Rolling upgrades (OnDelete): read worker Pods' readiness, delete one outdated Pod at a time.
         {"apiGroups": [""], "resources": ["pods"], "verbs": [*_READ, "delete"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},

@@ -143,6 +143,10 @@ class Restorer(threading.Thread):
             done.set()
 
     def _start(self, restore: TaskRestore) -> None:
+        # Jobs are found again by their task id when they finish: a job of another task would
+        # never make this restore ready.
+        if any(job.task != restore.task for job in restore.jobs):
+            raise ValueError(f"restore of task {restore.task} holds jobs of other tasks")
         self._tasks[restore.task] = restore
         assign: list[TopicPartition] = []
         for job in restore.jobs:

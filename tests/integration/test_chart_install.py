@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import Kube
 from tests.integration.test_operator_harness import (
@@ -32,6 +31,7 @@ from tests.integration.test_operator_harness import (
     get_json,
     install_crds,
     mark_pods_ready,
+    service_account_kubeconfig,
     try_get_json,
     wait_for,
 )
@@ -76,23 +76,6 @@ def release(helm: Helm, namespace: str) -> Iterator[str]:
     name = f"b{namespace[-6:]}"
     yield name
     helm("uninstall", name, "-n", namespace, "--wait", "--timeout=60s", check=False)
-
-
-def service_account_kubeconfig(kubectl: KubectlFn, kube: Kube, namespace: str, sa: str, dest: Path) -> Path:
-    """A kubeconfig that authenticates as the ServiceAccount with a real bound token."""
-    token = kubectl("create", "token", sa, "-n", namespace, "--duration=1h").stdout.strip()
-    admin = yaml.safe_load(kube.kubeconfig.read_text())
-    cluster = dict(admin["clusters"][0]["cluster"])
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "local", "cluster": cluster}],
-        "users": [{"name": sa, "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": sa, "namespace": namespace}}],
-        "current-context": "sa",
-    }
-    dest.write_text(yaml.safe_dump(config))
-    return dest
 
 
 def free_port() -> int:

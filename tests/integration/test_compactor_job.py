@@ -18,11 +18,21 @@ from click.testing import CliRunner
 from confluent_kafka import Producer
 
 from baton.compactor.cli import compact
+from baton.compactor.cronjob import compactor_identity, compactor_name
 from baton.compactor.job import JobConfig, run
 from baton.compactor.session import session
 from baton.worker import snapshot
 from baton.worker.stores import RocksDBStore
 from baton.worker.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
+from tests.conftest import Kube
+from tests.integration.test_operator_harness import (
+    KubectlFn,
+    apply,
+    example_manifest,
+    get_json,
+    install_crds,
+    service_account_kubeconfig,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -165,7 +175,7 @@ def test_restore_from_a_snapshot_reads_fewer_records_and_ends_identical(
 
 def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app(  # noqa: PLR0917
     spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch, kube: Kube, kubectl: KubectlFn, namespace: str
 ) -> None:
     clicks = new_topic(PARTITIONS, name=f"{unique_name}-clicks")
     blue = _app(kafka_bootstrap, new_topic, f"{unique_name}-blue", tmp_path, clicks)
@@ -180,8 +190,18 @@ def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app( 
         assert w.stop() == 0
     root = str(tmp_path / "snapshots")
     monkeypatch.setenv("CLICKS_TOPIC", clicks)  # the topology reads its topic names from the environment
+    # The StreamApp whose status the job writes, as the ServiceAccount the operator makes for its CronJob.
+    install_crds(kubectl)
+    sapp = example_manifest(namespace, compaction={"enabled": True, "snapshotStore": root})
+    apply(kubectl, sapp)
+    body = get_json(kubectl, "sapp", "click-counter", "-n", namespace)
+    for obj in compactor_identity(body):
+        apply(kubectl, obj)
+    monkeypatch.setenv("KUBECONFIG", str(service_account_kubeconfig(
+        kubectl, kube, namespace, compactor_name(body), tmp_path / "compactor.kubeconfig")))
     args = ["--application-id", blue.app_id, "--application-id", green.app_id, "--snapshot-store", root,
-            "--bootstrap-servers", kafka_bootstrap, "--topology", EXAMPLE, "--fail-on-findings"]
+            "--bootstrap-servers", kafka_bootstrap, "--topology", EXAMPLE, "--fail-on-findings",
+            "--streamapp", f"{namespace}/click-counter"]
 
     def audit(expect_exit: int) -> dict[str, Any]:
         result = CliRunner().invoke(compact, args, catch_exceptions=False)
@@ -189,8 +209,16 @@ def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app( 
         report: dict[str, Any] = orjson.loads((Path(root) / blue.app_id / "_audit" / "latest.json").read_bytes())
         return report
 
+    def status() -> dict[str, Any]:
+        summary: dict[str, Any] = get_json(kubectl, "sapp", "click-counter", "-n", namespace)["status"]["compaction"]
+        return summary
+
     clean = audit(0)
     assert clean["findings"] == []
+    summary = status()
+    assert (summary["findings"], summary["findingKinds"]) == (0, [])
+    assert summary["recordsRead"] == clean["summary"]["records_read"] > 0
+    assert summary["reportUri"] == f"{root}/{blue.app_id}/_audit/latest.json"
     assert clean["audits"]["colors"][unique_name]["compared"] is True
     assert clean["audits"]["colors"][unique_name]["stores"][STORE]["compared"] == 40
     for app_id in (blue.app_id, green.app_id):
@@ -219,3 +247,16 @@ def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app( 
                                                 "actual": "999999"}]
     colors = next(f for f in flagged["findings"] if f["kind"] == "divergence-colors")
     assert colors["details"]["different"] == 1 and colors["topic"] == STORE
+    summary = status()
+    assert summary["findings"] == len(flagged["findings"]) == 5
+    assert summary["findingKinds"] == ["cleanup-policy", "divergence-colors", "divergence-recompute",
+                                       "segment-bytes", "segment-ms"]
+    # The job's identity reaches this app's status and nothing else.
+    who = f"--as=system:serviceaccount:{namespace}:{compactor_name(body)}"
+    can = kubectl("auth", "can-i", "patch", "streamapps.baton.dev/click-counter", "--subresource=status",
+                  "-n", namespace, who, check=False)
+    assert can.stdout.strip() == "yes", can.stdout + can.stderr
+    for other in (["patch", "streamapps.baton.dev/other", "--subresource=status"],
+                  ["patch", "streamapps.baton.dev/click-counter"], ["get", "secrets"], ["create", "pods"]):
+        cannot = kubectl("auth", "can-i", *other, "-n", namespace, who, check=False)
+        assert cannot.stdout.strip() == "no", (other, cannot.stdout)

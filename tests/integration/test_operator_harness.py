@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import yaml
+
+from tests.conftest import Kube
 
 REPO = Path(__file__).resolve().parents[2]
 CRD = REPO / "crds" / "streamapps.baton.dev.yaml"
@@ -53,6 +56,23 @@ def install_crds(kubectl: KubectlFn) -> None:
         "crd/kopfpeerings.kopf.dev",
         "crd/clusterkopfpeerings.kopf.dev",
     )
+
+
+def service_account_kubeconfig(kubectl: KubectlFn, kube: Kube, namespace: str, sa: str, dest: Path) -> Path:
+    """A kubeconfig that authenticates as the ServiceAccount with a real bound token."""
+    token = kubectl("create", "token", sa, "-n", namespace, "--duration=1h").stdout.strip()
+    admin = yaml.safe_load(kube.kubeconfig.read_text())
+    cluster = dict(admin["clusters"][0]["cluster"])
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": cluster}],
+        "users": [{"name": sa, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": sa, "namespace": namespace}}],
+        "current-context": "sa",
+    }
+    dest.write_text(yaml.safe_dump(config))
+    return dest
 
 
 def get_json(kubectl: KubectlFn, *args: str) -> Any:

@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 
 from baton.compactor.audit import MAX_SEGMENT_BYTES, compare, config_findings, show
-from baton.compactor.cronjob import SNAPSHOT_MOUNT, cronjob
+from baton.compactor.cronjob import SNAPSHOT_MOUNT, compactor_identity, cronjob
 from baton.compactor.kafka import store_of
 from baton.compactor.latest import latest_per_key
 from baton.compactor.metrics import prometheus_text
 from baton.compactor.recompute import plans
 from baton.compactor.retention import to_delete
+from baton.compactor.status import compaction_status, parse_streamapp
 from baton.worker import snapshot
 from baton.worker.dsl import Topology
 from baton.worker.stores import MemoryStore
@@ -99,14 +100,15 @@ def test_cronjob_disabled_is_none_and_needs_a_store() -> None:
 
 def test_cronjob_compacts_both_colors_forbids_overlap_and_suspends_during_a_flip() -> None:
     job = cronjob(_app(enabled=True, schedule="*/5 * * * *", snapshotStore="s3a://b/snap", keep=2),
-                  service_account="clicks", extra_env=[{"name": "X", "value": "1"}])
+                  extra_env=[{"name": "X", "value": "1"}])
     assert job is not None
     spec = job["spec"]
     assert (spec["schedule"], spec["concurrencyPolicy"], spec["suspend"]) == ("*/5 * * * *", "Forbid", False)
     assert job["metadata"]["name"] == "clicks-compactor"
     assert job["metadata"]["ownerReferences"][0]["uid"] == "u-1"
     pod = spec["jobTemplate"]["spec"]["template"]["spec"]
-    assert pod["restartPolicy"] == "Never" and pod["serviceAccountName"] == "clicks"
+    assert pod["restartPolicy"] == "Never" and pod["serviceAccountName"] == "clicks-compactor"
+    assert {"name": "BATON_STREAMAPP", "value": "ns/clicks"} in pod["containers"][0]["env"]
     args = pod["containers"][0]["args"]
     assert args[:5] == ["compact", "--snapshot-store", "s3a://b/snap", "--keep", "2"]
     assert args[-4:] == ["--application-id", "cc-blue", "--application-id", "cc-green"]
@@ -174,3 +176,26 @@ def test_recompute_plans_skip_repartitioning_subtopologies() -> None:
     regrouped.stream("clicks").group_by(lambda k, v: v).count(store="c")
     ok, skipped = plans(regrouped.build())
     assert ok == [] and skipped and "repartition" in skipped[0]
+
+
+def test_the_compactor_identity_may_patch_only_its_own_apps_status() -> None:
+    sa, role, binding = compactor_identity(_app(enabled=True, snapshotStore="/x"))
+    assert sa["kind"] == "ServiceAccount" and sa["metadata"]["name"] == "clicks-compactor"
+    assert role["rules"] == [{"apiGroups": ["baton.dev"], "resources": ["streamapps/status"],
+                              "resourceNames": ["clicks"], "verbs": ["get", "patch"]}]
+    assert binding["roleRef"]["name"] == "clicks-compactor"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "clicks-compactor", "namespace": "ns"}]
+    assert all(o["metadata"]["ownerReferences"][0]["uid"] == "u-1" for o in (sa, role, binding))
+
+
+def test_status_summary_from_a_report() -> None:
+    report = {"seconds": 12.5, "summary": {"partitions": 8, "snapshots_written": 3, "records_read": 50,
+                                           "live_keys": 10, "compaction_lag": 40, "tombstones": 2, "bytes": 900,
+                                           "findings": 1, "finding_kinds": ["cleanup-policy"]}}
+    status = compaction_status(report, "2026-11-22T10:00:00+00:00", "/s/a/_audit/latest.json")
+    assert status["compactionLag"] == 40 and status["findingKinds"] == ["cleanup-policy"]
+    assert status["lastRunTime"] == "2026-11-22T10:00:00+00:00" and status["findings"] == 1
+    assert parse_streamapp("ns/app") == ("ns", "app")
+    for bad in ("app", "/app", "ns/", "a/b/c"):
+        with pytest.raises(ValueError, match="NAMESPACE/NAME"):
+            parse_streamapp(bad)

@@ -8,8 +8,7 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
-from baton.compactor.cronjob import cronjob
-from baton.operator.builders.common import service_account_name
+from baton.compactor.cronjob import compactor_identity, cronjob
 from baton.operator.builders.pdb import pod_disruption_budget
 from baton.operator.builders.service import headless_service
 from baton.operator.builders.serviceaccount import service_account
@@ -63,7 +62,7 @@ def desired_objects(
     app: StreamApp, runs: dict[Color, ColorRun] | None = None, *, flip_in_progress: bool = False
 ) -> list[dict[str, Any]]:
     """ServiceAccount first (Pods need it), then per color: Service, PDB, StatefulSet; then the
-    compactor's CronJob (suspended while a flip is in progress)."""
+    compactor's ServiceAccount, Role, RoleBinding and CronJob (suspended while a flip is in progress)."""
     runs = runs or color_runs(app, None)
     objects: list[dict[str, Any]] = [service_account(app)]
     for color in app.colors:
@@ -73,7 +72,8 @@ def desired_objects(
             pod_disruption_budget(app, color),
             statefulset(run.app, color, generation=run.generation),
         ]
-    job = cronjob(_body(app), flip_in_progress=flip_in_progress, service_account=service_account_name(app))
+    body = _body(app)
+    job = cronjob(body, flip_in_progress=flip_in_progress)
     if job is not None:
-        objects.append(job)
+        objects += [*compactor_identity(body), job]
     return objects
