@@ -1,6 +1,6 @@
 """The click counter on Faust (faust-streaming), as bench/peers/CONTRACT.md describes it.
 
-Run with the Faust venv's python (bench/peers/venvs.py): ``python faust_app.py worker -l warn``.
+Run with the Faust venv's python (bench/peers/venvs.py): ``python faust_app.py worker -l warn --without-web``.
 The count lives in a Table with the ``rocksdb://`` store (the rocksdict driver) and its changelog topic; the
 app id is the consumer group id.
 """

@@ -116,7 +116,7 @@ SYSTEMS = {
                                                "python": platform.python_version()}, _baton_command),
     "quix": System("quix", "Quix Streams", lambda: _peer_versions("quix"), _python_peer("quix", "quix_app.py")),
     "faust": System("faust", "Faust", lambda: _peer_versions("faust"),
-                    _python_peer("faust", "faust_app.py", ("worker", "-l", "warn"))),
+                    _python_peer("faust", "faust_app.py", ("worker", "-l", "warn", "--without-web"))),
     "kstreams": System("kstreams", "Kafka Streams", _kstreams_versions, _kstreams_command),
 }
 

@@ -37,6 +37,9 @@ NEEDED = [
     ("create", "events"),
     ("create", "events.events.k8s.io"),
     ("patch", "kopfpeerings.kopf.dev"),
+    # the compactor Job's identity: a Role with get/patch of one app's status, and its binding
+    ("create", "roles.rbac.authorization.k8s.io"),
+    ("create", "rolebindings.rbac.authorization.k8s.io"),
 ]
 # Never: the operator builds Pods through StatefulSets and never reads or execs into them.
 NEVER = [
@@ -46,8 +49,11 @@ NEVER = [
     ("create", "pods"),
     ("create", "pods/exec"),
     ("delete", "persistentvolumeclaims"),
-    ("create", "roles.rbac.authorization.k8s.io"),
-    ("create", "rolebindings.rbac.authorization.k8s.io"),
+    # It may grant only what it holds itself: no escalate or bind, which would lift the API
+    # server's check that a Role or binding it makes grants nothing beyond its own rights.
+    ("escalate", "roles.rbac.authorization.k8s.io"),
+    ("bind", "roles.rbac.authorization.k8s.io"),
+    ("bind", "clusterroles.rbac.authorization.k8s.io"),
     ("create", "deployments.apps"),
 ]
 
