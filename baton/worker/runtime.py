@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient
 
 from baton.control.messages import Color
 from baton.worker import admin, health, snapshot, statedir
+from baton.worker.batching import BatchSizer
 from baton.worker.bluegreen import BlueGreen
 from baton.worker.commit import AtLeastOnce, ExactlyOnce, Guarantee
 from baton.worker.config import ErrorHandler, ProcessingGuarantee, StoreKind, WorkerConfig
@@ -311,6 +312,7 @@ class Worker:
         metrics_in = self.metrics.records_in
         bg = self.bluegreen
         held = self._held
+        sizer = BatchSizer()
         while not self._stop.is_set():
             self._heartbeat = time.monotonic()
             if bg is not None:
@@ -321,7 +323,8 @@ class Worker:
                     bg.wait(0.01)  # paused for a flip: only the control topic moves
                     continue
             holding = bg is not None and bg.holding()
-            messages = consume(num_messages=1000, timeout=0.05)
+            messages = consume(num_messages=sizer.size, timeout=0.05)
+            round_started = time.monotonic()
             counts: dict[tuple[str | None, int | None], int] = {}
             for msg in messages:
                 err = msg.error()
@@ -340,6 +343,8 @@ class Worker:
                         continue
                 task.process(msg)
                 counts[tp] = counts.get(tp, 0) + 1
+            if messages:
+                sizer.observe(len(messages), time.monotonic() - round_started)
             for (topic, partition), n in counts.items():
                 metrics_in.labels(topic, str(partition)).inc(n)
             if self._awaiting_first and counts:

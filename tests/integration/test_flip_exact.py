@@ -165,10 +165,11 @@ def test_new_active_ahead_holds_until_old_active_drained(
     ) as workers:
         blue, green = workers["blue"][0], workers["green"][0]
         with SteadyInput(kafka_bootstrap, clicks, rate=300) as steady:
-            # blue handles <100 records/s of 300/s. A worker reads the control topic between
-            # batches of up to 1,000 records, so blue's backlog must exceed one batch, or blue
-            # would catch up within the batch it is in when the prepare arrives.
-            time.sleep(8)
+            # blue handles <100 records/s of 300/s, so after 4 s it is ~800 records behind green.
+            # Its batches shrink to ~0.1 s of work (baton/worker/batching.py), so it sees the
+            # prepare at once and reports a position well behind green's: green holds at the cut
+            # while blue drains the backlog, about 8 s.
+            time.sleep(4)
             result = flip(kafka_bootstrap, base, "green", deadline_s=20)
             time.sleep(1)
         assert result.committed, result.reason
