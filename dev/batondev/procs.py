@@ -41,11 +41,29 @@ def running_pid(name: str) -> int | None:
     except ProcessLookupError:
         return None
     # a recycled pid belongs to something else: check it is still ours
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return None
+    environ = _environ(pid)
     return pid if f"BATON_STACK_COMPONENT={name}".encode() in environ else None
+
+
+def _environ(pid: int) -> bytes:
+    """The process's environment; b"" for a zombie or a pid that is gone.
+
+    Right after ``Popen`` returns, the child can still be inside ``execve``: the kernel closes
+    the close-on-exec pipe that Popen waits on before it has set up the new program's stack,
+    and ``/proc/PID/environ`` reads empty meanwhile. Seen once as "etcd exited during
+    start-up" with etcd running fine. So an empty environment of a live, non-zombie
+    process is read again for a moment before it counts as not ours.
+    """
+    for _ in range(40):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return b""
+        if environ or stat.rpartition(")")[2].split()[0] in ("Z", "X"):
+            return environ
+        time.sleep(0.05)
+    return b""
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

@@ -1,0 +1,40 @@
+"""dev/stack finds its own processes by pid file and a marker in their environment."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from batondev import paths, procs
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(paths, "RUN", tmp_path)
+    return tmp_path
+
+
+def test_a_started_process_is_found_at_once(run_dir: Path) -> None:
+    # checked straight after start(), when the child may still be inside execve
+    pids = [procs.start(f"sleeper{i}", [sys.executable, "-c", "import time; time.sleep(30)"]) for i in range(5)]
+    try:
+        assert [procs.running_pid(f"sleeper{i}") for i in range(5)] == pids
+    finally:
+        for i in range(5):
+            procs.stop(f"sleeper{i}", timeout=5)
+    assert all(procs.running_pid(f"sleeper{i}") is None for i in range(5))
+
+
+def test_a_dead_child_is_not_running(run_dir: Path) -> None:
+    pid = procs.start("quick", [sys.executable, "-c", "pass"])
+    for _ in range(100):  # the child is our unreaped zombie once it exits
+        if Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z":
+            break
+        subprocess.run(["sleep", "0.05"], check=True)
+    assert procs.running_pid("quick") is None
+
+
+def test_a_recycled_pid_that_is_not_ours_is_not_running(run_dir: Path) -> None:
+    (run_dir / "other").mkdir()
+    procs.pid_file("other").write_text("1")  # init: alive, but not started by the stack
+    assert procs.running_pid("other") is None
