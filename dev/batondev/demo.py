@@ -159,7 +159,7 @@ def main(events: int) -> None:
     say(
         "Local stack: Kafka (KRaft), etcd, kube-apiserver, controllers, helm (installed once into ~/.cache/baton)"
     )
-    spent = stack.up_components(["kafka", "kube", "helm"])
+    spent = stack.up_components(["kafka", "kube", "helm"], fresh=True)
     click.echo("   " + ", ".join(f"{k} ready in {v:.1f}s" for k, v in spent.items()))
     bootstrap = kafka.bootstrap()
 

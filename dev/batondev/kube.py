@@ -8,6 +8,7 @@ kubelet here: Pods stay unscheduled unless the dev pod runner runs them.
 
 from __future__ import annotations
 
+import shutil
 import ssl
 import urllib.request
 from pathlib import Path
@@ -136,11 +137,13 @@ def _healthy(url: str, *, tls: bool) -> bool:
         return bool(resp.status == 200)
 
 
-def _start_etcd(bin_dir: Path, timeout: float) -> None:
+def _start_etcd(bin_dir: Path, timeout: float, *, fresh: bool) -> None:
     url = f"http://127.0.0.1:{ports.ETCD_CLIENT}"
     if procs.running_pid(ETCD) is None:
         procs.ensure_ports_free(ETCD, [ports.ETCD_CLIENT, ports.ETCD_PEER])
         data = paths.RUN / ETCD / "data"
+        if fresh and procs.running_pid(APISERVER) is None:
+            shutil.rmtree(data, ignore_errors=True)
         procs.start(
             ETCD,
             [
@@ -221,13 +224,14 @@ def _start_controller(name: str, cmd: list[str], port: int, timeout: float) -> N
     procs.wait_until(name, ok, timeout)
 
 
-def up(timeout: float = 120) -> None:
+def up(timeout: float = 120, *, fresh: bool = False) -> None:
+    """``fresh``: a stopped etcd starts with an empty store (see ``kafka.up``); PKI and kubeconfig stay."""
     kube_bin = gobuild.build_kubernetes()
     etcd_bin = gobuild.build_etcd()
     paths.RUN.mkdir(parents=True, exist_ok=True)
     _make_pki()
     _write_kubeconfig()
-    _start_etcd(etcd_bin, timeout)
+    _start_etcd(etcd_bin, timeout, fresh=fresh)
     _start_apiserver(kube_bin, timeout)
     d = pki()
     common = [

@@ -18,17 +18,20 @@ from .requirements import MissingTool
 COMPONENTS = ("kafka", "kube", "helm", "spark")
 
 
-def up_components(components: tuple[str, ...] | list[str]) -> dict[str, float]:
-    """Bring the named components up; returns seconds spent per component."""
+def up_components(components: tuple[str, ...] | list[str], *, fresh: bool = False) -> dict[str, float]:
+    """Bring the named components up; returns seconds spent per component.
+
+    ``fresh``: a broker or etcd that is not running starts with empty data (running ones are
+    reused as they are)."""
     spent: dict[str, float] = {}
     for comp in COMPONENTS:
         if comp not in components:
             continue
         started = time.monotonic()
         if comp == "kafka":
-            kafka.up()
+            kafka.up(fresh=fresh)
         elif comp == "kube":
-            kube.up()
+            kube.up(fresh=fresh)
         elif comp == "helm":
             gobuild.build_helm()
         elif comp == "spark":
@@ -57,11 +60,17 @@ def main() -> None:
 
 @main.command()
 @click.argument("components", nargs=-1, type=click.Choice(COMPONENTS))
-def up(components: tuple[str, ...]) -> None:
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Start a stopped Kafka and etcd with empty data (make test and make demo do); "
+    "without it their topics and objects survive down/up.",
+)
+def up(components: tuple[str, ...], fresh: bool) -> None:
     """Install what is missing and start COMPONENTS (default: all)."""
     started = time.monotonic()
     try:
-        spent = up_components(components or COMPONENTS)
+        spent = up_components(components or COMPONENTS, fresh=fresh)
     except (MissingTool, procs.PortInUse, procs.NotReady, RuntimeError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
