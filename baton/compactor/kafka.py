@@ -11,8 +11,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+from baton import group_offsets
 
 CHANGELOG_SUFFIX = "-changelog"
 
@@ -70,10 +72,8 @@ class KafkaView:
         consumer = self._consumer(group)
         try:
             meta = self.admin.list_topics(timeout=30)
-            request = [ConsumerGroupTopicPartitions(group)]
-            listed = self.admin.list_consumer_group_offsets(request)[group].result(30)
-            tps = [TopicPartition(tp.topic, tp.partition) for tp in listed.topic_partitions
-                   if tp.topic in meta.topics]
+            listed = group_offsets.committed_offsets(self.admin, group, timeout=15) or []
+            tps = [TopicPartition(tp.topic, tp.partition) for tp in listed if tp.topic in meta.topics]
             if not tps:
                 return {}
             return {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(tps, timeout=30)

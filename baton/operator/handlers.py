@@ -20,6 +20,7 @@ from typing import Any, cast
 import kopf
 
 from baton.operator import reconcile as rec
+from baton.operator.backoff import EndlessBackoff
 from baton.operator.constants import FINALIZER, GROUP, PLURAL, VERSION
 from baton.operator.deploy import ANNOTATION_PROMOTE, ANNOTATION_ROLLBACK
 from baton.operator.kube import Kube
@@ -63,6 +64,8 @@ async def configure(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: An
     settings.peering.stealth = True
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 300
+    # An API outage longer than kopf's default retries would silently end the watch of StreamApps.
+    settings.networking.error_backoffs = EndlessBackoff()
     settings.execution.max_workers = 8
     memo["kube"] = Kube.connect()
     memo["loop"] = asyncio.get_running_loop()

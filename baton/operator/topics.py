@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import (
-    ConsumerGroupTopicPartitions,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -24,6 +23,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
+from baton import group_offsets
 from baton.operator.constants import COLORS
 from baton.operator.spec import StreamApp
 
@@ -128,13 +128,15 @@ def consumer_lag(admin: AdminClient, group: str) -> int | None:
     """Records the group has not committed yet, over all its partitions; None without commits.
 
     End offsets are read with read_committed isolation (the last stable offset), so
-    transaction markers of exactly-once producers do not count as lag.
+    transaction markers of exactly-once producers do not count as lag. Offsets are read
+    through :mod:`baton.group_offsets`, which keeps librdkafka from crashing the operator
+    on a broker whose group coordinator is not ready.
     """
-    request = [ConsumerGroupTopicPartitions(group)]
-    committed = _result(admin.list_consumer_group_offsets(request)[group], f"offsets of {group}")
-    positions = {
-        (tp.topic, tp.partition): tp.offset for tp in committed.topic_partitions or [] if tp.offset >= 0
-    }
+    try:
+        committed = group_offsets.committed_offsets(admin, group, timeout=TIMEOUT_S)
+    except (KafkaException, TimeoutError) as exc:
+        raise KafkaUnavailableError(f"offsets of {group}: {exc.args[0] if exc.args else 'timed out'}") from exc
+    positions = {(tp.topic, tp.partition): tp.offset for tp in committed or [] if tp.offset >= 0}
     if not positions:
         return None
     latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]

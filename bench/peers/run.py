@@ -146,14 +146,13 @@ def make_input(bootstrap: str, admin: AdminClient, topic: str, events: int, user
 
 
 def committed(admin: AdminClient, group: str, topic: str) -> int:
-    from confluent_kafka import ConsumerGroupTopicPartitions
+    from baton.group_offsets import committed_offsets
 
-    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])]
     try:
-        result = admin.list_consumer_group_offsets(request)[group].result(10)
+        offsets = committed_offsets(admin, group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
     except Exception:
         return 0
-    return sum(max(tp.offset, 0) for tp in result.topic_partitions)
+    return sum(max(tp.offset, 0) for tp in offsets or [])
 
 
 def end_offsets(consumer: Consumer, topic: str) -> dict[int, int]:

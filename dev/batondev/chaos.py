@@ -265,6 +265,15 @@ class Chaos:
             operator.start()
             try:
                 return self._scenario(ctx, started)
+            except TimeoutError as exc:
+                # CI shows the exception, not the logs in tmp_path: carry the evidence in it.
+                errors = [line for line in operator.tail(400).splitlines() if " ERROR " in line][-5:]
+                code = operator.proc.poll() if operator.proc is not None else None
+                state = "running" if code is None else f"exited with {code}"
+                raise TimeoutError(
+                    f"{exc}\noperator {state}; its errors (last 5):\n" + "\n".join(errors or ["none"])
+                    + f"\npod runner log (last 15 lines):\n{runner.tail(15)}"
+                ) from None
             finally:
                 # The operator deletes the app's internal topics (deletionPolicy DeleteTopics).
                 kubectl("delete", "sapp", APP, "-n", self.namespace, "--wait=true", "--timeout=90s", check=False)

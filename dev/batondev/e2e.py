@@ -96,6 +96,13 @@ def install_crds(kubectl: Kubectl) -> None:
         "crd/kopfpeerings.kopf.dev",
         "crd/clusterkopfpeerings.kopf.dev",
     )
+    # Established is not enough: the API server answers 429 "storage is (re)initializing"
+    # until the watch cache of a new CRD has loaded, which on a busy node takes a while.
+    wait_until(
+        "the StreamApp API to answer a list",
+        lambda: kubectl("get", "streamapps.baton.dev", "-A", "-o", "name", check=False).returncode == 0,
+        120,
+    )
 
 
 class Operator:
@@ -240,11 +247,33 @@ def is_ready(body: dict[str, Any]) -> bool:
 
 def wait_app_ready(kubectl: Kubectl, namespace: str, name: str, timeout: float) -> dict[str, Any]:
     """The StreamApp once it is Ready at its current generation (what a deploy pipeline waits for)."""
-    return wait_until(
-        f"StreamApp {name} Ready",
-        lambda: (b if is_ready(b := app_object(kubectl, namespace, name)) else None),
-        timeout,
-        every=1.0,
+    try:
+        return wait_until(
+            f"StreamApp {name} Ready",
+            lambda: (b if is_ready(b := app_object(kubectl, namespace, name)) else None),
+            timeout,
+            every=1.0,
+        )
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}; {describe_app(kubectl, namespace, name)}") from None
+
+
+def describe_app(kubectl: Kubectl, namespace: str, name: str) -> str:
+    """One line on why an app is not Ready: its conditions and its Pods' phases and restarts."""
+    body = kubectl.get("streamapp", name, "-n", namespace)
+    if body is None:
+        return f"StreamApp {name} does not exist"
+    conds = [
+        f"{c.get('type')}={c.get('status')} ({c.get('reason', '')}: {c.get('message', '')})"
+        for c in (body.get("status") or {}).get("conditions") or []
+    ]
+    pods = [
+        f"{p['metadata']['name']}={(p.get('status') or {}).get('phase', '?')}/restarts {restarts([p])}"
+        for p in worker_pods(kubectl, namespace, name)
+    ]
+    return (
+        f"generation {body['metadata'].get('generation')}, conditions [{'; '.join(conds) or 'none'}], "
+        f"pods [{', '.join(pods) or 'none'}]"
     )
 
 
