@@ -3,6 +3,11 @@
     python bench/peers/run.py [--bootstrap 127.0.0.1:39092] [--events 2000000] [--users 100000]
                               [--systems baton,quix,faust,kstreams]
                               [--guarantees at_least_once,exactly_once] [--json bench/peers/results.json]
+                              [--resume]
+
+The JSON is written after every run; ``--resume`` keeps the runs already in it (same input,
+commit intervals and versions) and runs only the missing ones, so a two-hour run that was
+interrupted does not start over. The input is the same on every invocation (a fixed seed).
 
 Every system runs the same topology (bench/peers/CONTRACT.md) as one process with one
 processing thread, on the same pre-produced input (``--events`` clicks over 8 partitions and
@@ -436,6 +441,9 @@ def main() -> None:
                         help="seconds one run may take; a slower system gets its rate so far and no verdict")
     parser.add_argument("--json", type=Path, default=HERE / "results.json")
     parser.add_argument("--keep-logs", type=Path, help="copy the apps' logs here")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the runs already in --json (same input, commit intervals and versions) "
+                             "and run only the missing ones; the JSON is written after every run")
     args = parser.parse_args()
     systems = [SYSTEMS[s] for s in args.systems.split(",")]
     guarantees = args.guarantees.split(",")
@@ -443,6 +451,14 @@ def main() -> None:
         s.command(guarantees[0], {"BENCH_BOOTSTRAP": args.bootstrap, "BENCH_APP_ID": "x", "BENCH_STATE_DIR": "x",
                                   "BENCH_COMMIT_INTERVAL_MS": "0"})
     versions = {s.name: s.versions() for s in systems}
+    settings = {
+        "events": args.events, "users": args.users, "partitions": PARTITIONS,
+        "commit_interval_ms": {"exactly_once": args.eos_commit_ms, "at_least_once": args.alos_commit_ms},
+    }
+    results = resumed(args.json, settings, versions) if args.resume else []
+    done = {(r.system, r.guarantee) for r in results}
+    if done:
+        print(f"resuming: {len(done)} runs kept from {args.json}", flush=True)
 
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
     source = f"bench-peers-clicks-{uuid.uuid4().hex[:6]}"
@@ -450,16 +466,19 @@ def main() -> None:
     truth = make_input(args.bootstrap, admin, source, args.events, args.users)
     print(f"produced {args.events:,} clicks for {len(truth):,} users to {source} in {time.monotonic() - t0:.1f} s",
           flush=True)
-    results: list[RunResult] = []
     work = Path(tempfile.mkdtemp(prefix="baton-bench-peers-"))
+    labels = {s.name: s.label for s in systems}
     try:
         for guarantee in guarantees:
             for s in systems:
+                if (s.name, guarantee) in done:
+                    continue
                 commit_ms = args.eos_commit_ms if guarantee == "exactly_once" else args.alos_commit_ms
                 r = run_one(s, guarantee, args.bootstrap, admin, source, truth, commit_ms, work, args.timeout)
                 results.append(r)
                 print(f"[{s.name} {guarantee}] {'ok' if r.ok else 'WRONG'} {r.numbers} {r.problems} "
                       f"{r.restore_problem} {r.unfinished}", flush=True)
+                write_report(args.json, settings, versions, results, labels)  # an interrupted run can --resume
     finally:
         if args.keep_logs:
             args.keep_logs.mkdir(parents=True, exist_ok=True)
@@ -471,11 +490,33 @@ def main() -> None:
         if names:
             for future in admin.delete_topics(names).values():
                 future.result(60)
-    text = table(results, {s.name: s.label for s in systems})
-    print(text)
+    results.sort(key=lambda r: (GUARANTEES.index(r.guarantee), [s.name for s in systems].index(r.system)))
+    print(write_report(args.json, settings, versions, results, labels))
+    print(f"wrote {args.json}")
+
+
+def resumed(path: Path, settings: dict[str, Any], versions: dict[str, Any]) -> list[RunResult]:
+    """The runs an earlier, interrupted invocation wrote, if they measured the same thing."""
+    if not path.exists():
+        return []
+    report = json.loads(path.read_text())
+    if {k: report.get(k) for k in settings} != settings:
+        sys.exit(f"--resume: {path} was measured with other settings ({ {k: report.get(k) for k in settings} })")
+    for name, current in versions.items():
+        if report["versions"].get(name, current) != current:
+            sys.exit(f"--resume: {name} is now {current}, {path} has {report['versions'][name]}; run without --resume")
+    keys = ("system", "guarantee", "correct", "problems", "restore_problem", "unfinished")
+    return [RunResult(system=r["system"], guarantee=r["guarantee"], ok=r["correct"], problems=r["problems"],
+                      restore_problem=r["restore_problem"], unfinished=r["unfinished"],
+                      numbers={k: v for k, v in r.items() if k not in keys})
+            for r in report["results"] if r["system"] in versions]
+
+
+def write_report(path: Path, settings: dict[str, Any], versions: dict[str, Any], results: list[RunResult],
+                 labels: dict[str, str]) -> str:
+    text = table(results, labels)
     report = {
-        "events": args.events, "users": args.users, "partitions": PARTITIONS,
-        "commit_interval_ms": {"exactly_once": args.eos_commit_ms, "at_least_once": args.alos_commit_ms},
+        **settings,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30)},
         "versions": versions,
@@ -484,8 +525,8 @@ def main() -> None:
                     for r in results],
         "table": text,
     }
-    args.json.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    return text
 
 
 if __name__ == "__main__":

@@ -42,3 +42,18 @@ def test_all_four_peers_count_right_on_a_small_input(kafka_bootstrap: str, tmp_p
     assert report["versions"]["quix"]["quixstreams"] == "3.28.1"
     assert report["versions"]["kstreams"]["kafka-streams"] == "4.3.1"
     assert "| Baton | exactly_once |" in proc.stdout
+
+    # An interrupted long run resumes: the runs in the JSON stay, only the missing one runs.
+    report["results"] = [r for r in report["results"] if r["system"] != "baton"]
+    out.write_text(json.dumps(report))
+    again = subprocess.run(
+        [sys.executable, str(RUN), "--bootstrap", kafka_bootstrap, "--events", "3000", "--users", "300",
+         "--guarantees", "exactly_once", "--timeout", "300", "--json", str(out), "--resume"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"}, check=False)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "resuming: 3 runs kept" in again.stdout
+    assert "[baton exactly_once] ok" in again.stdout
+    assert not any(f"[{name} exactly_once]" in again.stdout for name in ("quix", "faust", "kstreams"))
+    resumed = {r["system"]: r for r in json.loads(out.read_text())["results"]}
+    assert set(resumed) == set(results) and resumed["baton"]["correct"]
+    assert all(resumed[name] == results[name] for name in ("quix", "faust", "kstreams"))
