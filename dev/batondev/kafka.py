@@ -184,10 +184,15 @@ def up(timeout: float = 120, *, fresh: bool = False) -> None:
 
 
 def _cluster_id() -> str:
-    # KRaft wants a base64 UUID; Kafka's own tool prints one, but uuid4 in that encoding is the same thing
+    # KRaft wants a base64 UUID; Kafka's own tool prints one, but uuid4 in that encoding is the same thing.
+    # Like Kafka's Uuid.randomUuid, never one starting with "-": StorageTool's argument parser reads
+    # "-t -abc..." as a missing value (1 in 64 fresh stacks failed to format).
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def down() -> bool:

@@ -3,17 +3,21 @@
 librdkafka's AdminClient segfaults when an OffsetFetch is answered "coordinator not
 available" (upstream issue 5040): a new cluster does exactly that. The operator process
 died that way at the start of a CI run, and with it every app's reconciliation.
-``consumer_lag`` asks DescribeGroups first; this test runs it (and, as the control that
-shows the test reaches the dangerous state, the bare librdkafka call) in a child process
-against a broker started for the test with empty data, so a crash is an exit code, not a
-dead pytest.
+``consumer_lag`` asks DescribeGroups first. This test runs it in a child process, so a
+crash is an exit code and not a dead pytest, against brokers started for the test with
+empty data.
+
+Whether a call lands in the broker's not-ready window depends on timing. The bare
+librdkafka call (``BARE``, left here for measuring that by hand) crashed the process on 7
+of 10 fresh brokers; on the other 3 it raised "coordinator not available" instead. So
+it is not a control that can be asserted on. The guarded query runs against two fresh
+brokers instead; without the guard it would survive both only about one time in ten.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -68,15 +72,9 @@ def _child(code: str, bootstrap: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_lag_of_groups_on_a_new_broker_is_none_and_the_process_lives(tmp_path: Path) -> None:
-    with fresh_broker(tmp_path / "bare") as bootstrap:
-        bare = _child(BARE, bootstrap)
-    # The control: if librdkafka ever stops crashing here, this says the workaround may go.
-    assert bare.returncode == -signal.SIGSEGV, (
-        f"the bare OffsetFetch no longer crashes on a new broker (exit {bare.returncode}); "
-        f"librdkafka may have fixed issue 5040: {bare.stderr[-500:]}"
-    )
-    with fresh_broker(tmp_path / "guarded") as bootstrap:
+@pytest.mark.parametrize("start", ["first", "second"])
+def test_lag_of_groups_on_a_new_broker_is_none_and_the_process_lives(tmp_path: Path, start: str) -> None:
+    with fresh_broker(tmp_path / start) as bootstrap:
         guarded = _child(LAG, bootstrap)
     assert guarded.returncode == 0, f"consumer_lag died (exit {guarded.returncode}): {guarded.stderr[-2000:]}"
     answers = guarded.stdout.split()
