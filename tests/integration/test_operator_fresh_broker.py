@@ -8,8 +8,8 @@ crash is an exit code and not a dead pytest, against brokers started for the tes
 empty data.
 
 Whether a call lands in the broker's not-ready window depends on timing. The bare
-librdkafka call (``BARE``, left here for measuring that by hand) crashed the process on 7
-of 10 fresh brokers; on the other 3 it raised "coordinator not available" instead. So
+``AdminClient.list_consumer_group_offsets`` call crashed the process on 7 of 10 fresh
+brokers; on the other 3 it raised "coordinator not available" instead. So
 it is not a control that can be asserted on. The guarded query runs against two fresh
 brokers instead; without the guard it would survive both only about one time in ten.
 """
@@ -40,16 +40,6 @@ for i in range(20):
     except KafkaUnavailableError:
         print("unavailable")  # what the operator shows in status until the coordinator answers
         time.sleep(0.5)
-"""
-
-BARE = """
-import sys
-from confluent_kafka import ConsumerGroupTopicPartitions
-from confluent_kafka.admin import AdminClient
-admin = AdminClient({"bootstrap.servers": sys.argv[1], "socket.timeout.ms": 5000})
-for i in range(10):
-    group = f"fresh-group-{i}"
-    print(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10))
 """
 
 
