@@ -101,6 +101,9 @@ class StreamAppSpec(_Model):
     application_id: str | None = None
     replicas: int = 1
     standby_replicas: int = 0
+    acceptable_recovery_lag: int = 10_000
+    max_warmup_replicas: int = 2
+    probing_rebalance_interval_ms: int = 600_000
     processing_guarantee: Literal["exactly_once_v2", "at_least_once"] = "exactly_once_v2"
     commit_interval_ms: int | None = None
     config: dict[str, str] = Field(default_factory=dict)

@@ -37,6 +37,15 @@ def _kafka_settings(_ctx: click.Context, _param: click.Parameter, values: tuple[
 @click.option("--metrics-port", type=int, envvar="BATON_METRICS_PORT", help="Port of /metrics, /healthz, /readyz.")
 @click.option("--num-standby-replicas", type=int, envvar="BATON_NUM_STANDBY_REPLICAS",
               help="Standby copies of each task's state on other workers.")
+@click.option("--acceptable-recovery-lag", type=int, envvar="BATON_ACCEPTABLE_RECOVERY_LAG",
+              help="Changelog records a worker's copy of a task's state may be behind and still take the task "
+                   "as active (acceptable.recovery.lag).")
+@click.option("--max-warmup-replicas", type=int, envvar="BATON_MAX_WARMUP_REPLICAS",
+              help="Warmup copies (state built before a task moves to a worker) the group runs at once "
+                   "(max.warmup.replicas).")
+@click.option("--probing-rebalance-interval-ms", type=int, envvar="BATON_PROBING_REBALANCE_INTERVAL_MS",
+              help="While warmups run, rebalance this often to hand caught-up warmups their tasks "
+                   "(probing.rebalance.interval.ms).")
 @click.option("--state-cleanup-delay-ms", type=int, envvar="BATON_STATE_CLEANUP_DELAY_MS",
               help="Keep the stores of tasks that left this worker this long before deleting them.")
 @click.option("--commit-interval-ms", type=int, envvar="BATON_COMMIT_INTERVAL_MS")

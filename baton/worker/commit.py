@@ -35,7 +35,9 @@ Kafka Streams avoids only by wiping the store.
 A failed commit (abortable error, fencing by a newer instance, group generation
 moved on) aborts the transaction; the overlays are dropped and every input is re-read
 from its last committed offset. Fencing is a lost task, not a crash: the producer is
-recreated and the consumer's rebalance decides what this process owns now.
+recreated and the group's rebalance decides what this process owns now. The group
+generation in the transactional offset commit is that of Baton's membership client
+(``assignment/membership.py``), not of the confluent consumer, which only reads records.
 
 Under ``at_least_once`` there is no transaction: the producer is flushed (every
 changelog record acknowledged), then the RocksDB batches are written, then the input
@@ -48,9 +50,10 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from baton.worker.output import DeliveryFailed, Output
 from baton.worker.task import Task
@@ -63,10 +66,18 @@ def _offsets(tasks: Iterable[Task]) -> list[TopicPartition]:
             for task in tasks for topic, offset in task.commit_offsets().items()]
 
 
+class GroupMember(Protocol):
+    """The group membership whose generation commits carry (so the broker fences zombies)."""
+
+    def group_metadata(self) -> bytes: ...
+
+    def commit(self, offsets: Mapping[tuple[str, int], int], timeout: float = 30.0) -> None: ...
+
+
 class Guarantee(ABC):
-    def __init__(self, output: Output, consumer: Consumer) -> None:
+    def __init__(self, output: Output, member: GroupMember) -> None:
         self.output = output
-        self.consumer = consumer
+        self.member = member
 
     @abstractmethod
     def start(self) -> None: ...
@@ -93,7 +104,7 @@ class ExactlyOnce(Guarantee):
             self.output.flush()
             if offsets:
                 self._retry(lambda: self.output.producer.send_offsets_to_transaction(
-                    offsets, self.consumer.consumer_group_metadata(), 30))
+                    offsets, self.member.group_metadata(), 30))
             self._retry(lambda: self.output.producer.commit_transaction(60))
         except (KafkaException, DeliveryFailed) as exc:
             log.warning("commit failed, aborting the transaction", extra={"error": str(exc)})
@@ -162,8 +173,8 @@ class AtLeastOnce(Guarantee):
             task.committed_ok(checkpoints)
         if offsets:
             try:
-                self.consumer.commit(offsets=offsets, asynchronous=False)
-            except KafkaException as exc:  # e.g. a rebalance moved the partitions: they will be reprocessed
+                self.member.commit({(tp.topic, tp.partition): tp.offset for tp in offsets})
+            except Exception as exc:  # e.g. a rebalance moved the partitions: they will be reprocessed
                 log.warning("offset commit failed", extra={"error": str(exc)})
         return True
 

@@ -53,6 +53,18 @@ class WorkerConfig(BaseSettings):
     num_standby_replicas: int = Field(
         default=0, ge=0, le=10, description="Standby copies of each task's stores on other members"
     )
+    acceptable_recovery_lag: int = Field(
+        default=10_000, ge=0, description="Kafka Streams' acceptable.recovery.lag: a member whose copy of a task's "
+        "state is at most this many changelog records behind counts as caught up and may take the task as active"
+    )
+    max_warmup_replicas: int = Field(
+        default=2, ge=1, description="Kafka Streams' max.warmup.replicas: how many warmup copies (state built on a "
+        "member before it takes the task over) the group runs at once"
+    )
+    probing_rebalance_interval_ms: int = Field(
+        default=600_000, ge=1_000, description="Kafka Streams' probing.rebalance.interval.ms: while warmups run, "
+        "the group rebalances this often to hand caught-up warmups their tasks"
+    )
     state_cleanup_delay_ms: int = Field(
         default=600_000, ge=0, description="Kafka Streams' state.cleanup.delay.ms: how long the stores of a task "
         "that is neither active nor standby here stay on disk (it may come back) before they are deleted"

@@ -7,6 +7,7 @@ log pipelines can filter one task's story without parsing prose.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from typing import Any
@@ -43,3 +44,8 @@ def setup(application_id: str, level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # kafka-python (group membership) narrates every connection at INFO: keep its group
+    # coordinator's story (joins, generations, rebalances) and only the warnings of the rest
+    if not os.environ.get("BATON_DEBUG_KAFKA"):
+        logging.getLogger("kafka").setLevel(max(level, logging.WARNING))
+        logging.getLogger("kafka.coordinator").setLevel(level)

@@ -32,7 +32,12 @@ class Metrics:
             "baton_assignment_to_first_record_seconds",
             "From a partition's assignment to its first processed record (restore included)", registry=r,
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120))
-        self.tasks = Gauge("baton_tasks", "Tasks by state (active, restoring, standby)", ["state"], registry=r)
+        self.tasks = Gauge("baton_tasks", "Tasks by state (active, restoring, standby, warmup)", ["state"], registry=r)
+        self.task_starts = Counter(
+            "baton_task_starts", "Active tasks started here, by how: 'promoted' from a standby or warmup this "
+            "member hosted (only the tail is replayed), 'resumed' from a task folder left on this member (the "
+            "changelog after its checkpoint), or 'restored' from scratch (the whole changelog)",
+            ["kind"], registry=r)
         self.rebalances = Counter("baton_rebalances", "Rebalance callbacks (assign, revoke, lost)", ["kind"],
                                   registry=r)
         self.lag = Gauge("baton_consumer_lag", "High watermark minus position", ["topic", "partition"],

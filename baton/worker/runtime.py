@@ -1,11 +1,13 @@
 """The worker process: consumer group membership, the processing loop, commits, shutdown.
 
 One thread polls and processes; a second (``restore.py``) restores stores and tails
-standby stores; a third serves HTTP; with standbys on, a fourth (``group_view.py``)
-describes the group so that standbys follow everybody's assignment. Tasks are created
-when the group assigns their partitions, stay paused until their stores are restored,
-and are closed when the partitions are revoked or lost. A task assigned here while this
-member hosts its standby takes the standby's open stores and replays only the tail.
+standby stores; a third serves HTTP; a fourth (``assignment/membership.py``) is this
+process's member of the consumer group, where the leader runs Baton's assignor and hands
+every member its actives, standbys and warmups. Its rebalance callbacks arrive here as
+events on a queue. Tasks are created when the group assigns their partitions, stay paused
+until their stores are restored, and are closed when the partitions are revoked or lost.
+A task assigned here while this member hosts its standby (or warmup) takes the open
+stores and replays only the tail.
 
 Order on assignment matters under exactly-once: the committed input offsets are fetched
 first (``read_committed`` makes librdkafka wait for *stable* offsets, i.e. until a
@@ -26,10 +28,21 @@ from types import FrameType
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from baton.control.messages import Color
 from baton.worker import admin, health, snapshot, statedir
+from baton.worker.assignment.membership import (
+    Assigned,
+    GroupSettings,
+    Lost,
+    Membership,
+    Revoked,
+    RolesChanged,
+    kafka_python_config,
+)
+from baton.worker.assignment.model import AssignorConfig
+from baton.worker.assignment.wire import Roles
 from baton.worker.batching import BatchSizer
 from baton.worker.bluegreen import BlueGreen
 from baton.worker.commit import AtLeastOnce, ExactlyOnce, Guarantee
@@ -37,13 +50,11 @@ from baton.worker.config import ErrorHandler, ProcessingGuarantee, StoreKind, Wo
 from baton.worker.context import OpenGate, SinkGate
 from baton.worker.dlq import RecordFailed, dlq_headers
 from baton.worker.graph import BuiltTopology
-from baton.worker.group_view import GroupWatcher
 from baton.worker.metrics import Metrics
 from baton.worker.naming import TaskId, changelog_topic, dlq_topic, source_topics, tasks_for
 from baton.worker.output import Output
 from baton.worker.restore import RestoreJob, Restorer, Seed, TaskRestore
 from baton.worker.standby import StandbyTasks
-from baton.worker.standby_placement import Member, standbys_of
 from baton.worker.statedir import process_id
 from baton.worker.stores import KeyValueStore, MemoryStore, RocksDBStore
 from baton.worker.task import Message, Task
@@ -52,8 +63,8 @@ log = logging.getLogger("baton.worker")
 
 __all__ = ["Worker", "process_id"]
 
-GROUP_REFRESH_SECONDS = 2.0  # members whose assignment did not change get no callback: describe anyway
 CLEANUP_CHECK_SECONDS = 1.0
+OFFSETS_REFRESH_SECONDS = 1.0  # how fresh the task offsets this member reports at a rebalance are
 
 
 class Worker:
@@ -81,12 +92,15 @@ class Worker:
         self._heartbeat = time.monotonic()
         self._dlq = dlq_topic(self.app)
         self.http_port: int | None = None
-        # standbys: the latest stable group description (written by the watcher thread) and what was applied
-        self._members: tuple[int, list[Member]] = (0, [])
-        self._members_applied = -1
+        # standbys and warmups: this member's roles from the latest assignment, applied when dirty
+        self._roles = Roles()
         self._placement_dirty = False
         self._next_cleanup = 0.0
-        self._watcher: GroupWatcher | None = None
+        # task -> offset sum of its local stores, published for the membership thread's reports
+        self._local_offsets: dict[TaskId, int] = {}
+        self._dormant_offsets: dict[TaskId, int] = {}
+        self._next_offsets = 0.0
+        self._stateful_subs = frozenset(i for i, sub in enumerate(topology.subtopologies) if sub.stores or sub.tables)
         self._awaiting_first: dict[tuple[str, int], float] = {}  # partition -> when it was assigned
         self._lag_labels: set[tuple[str, str]] = set()  # standby lag gauges set, removed when the standby goes
 
@@ -97,18 +111,48 @@ class Worker:
     def _consumer_config(self) -> dict[str, Any]:
         conf: dict[str, Any] = {
             **self._base(),
-            "group.id": self.app,
-            "partition.assignment.strategy": "cooperative-sticky",
+            "group.id": self.app,  # committed offsets are read for it; it never joins (membership.py does)
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed" if self.eos else "read_uncommitted",
         }
-        if self.config.instance_id:
-            conf["group.instance.id"] = self.config.instance_id
         conf.update({k.removeprefix("consumer."): v for k, v in self.config.kafka_config.items()
                      if not k.startswith("producer.")})
         return conf
+
+    def _group_settings(self) -> GroupSettings:
+        c = self.config
+        return GroupSettings(
+            group_id=self.app, process=self._ident, host=c.instance_id or self._ident, instance_id=c.instance_id,
+            topic_to_sub=dict(self.topic_to_sub), stateful_subs=self._stateful_subs,
+            state_partitions=self._state_partitions,
+            assignor=AssignorConfig(num_standby_replicas=c.num_standby_replicas,
+                                    acceptable_recovery_lag=c.acceptable_recovery_lag,
+                                    max_warmup_replicas=c.max_warmup_replicas),
+            probing_interval_ms=c.probing_rebalance_interval_ms)
+
+    def _membership_config(self) -> dict[str, Any]:
+        return {"bootstrap_servers": self.config.bootstrap_servers.split(","),
+                "client_id": f"{self.app}-{self._ident}", **kafka_python_config(self.config.kafka_config)}
+
+    def _state_partitions(self, task: TaskId) -> list[tuple[str, int]]:
+        """The partitions a task's stores restore from: what its offset sums are sums of."""
+        sub = self.topology.subtopologies[task.subtopology]
+        return ([(changelog_topic(self.app, s.name), task.partition) for s in sub.stores]
+                + [(t.store.source_topic or "", task.partition) for t in sub.tables])
+
+    def _end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int] | None:
+        """Membership thread, on the leader: the changelogs' ends, to turn offset sums into lags."""
+        try:
+            latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+            futures = self._admin.list_offsets({TopicPartition(t, p): latest for t, p in partitions},
+                                               request_timeout=10)
+            return {(tp.topic, tp.partition): int(f.result(15).offset) for tp, f in futures.items()}
+        except Exception as exc:
+            log.warning("changelog end offsets unknown; reported state counts as caught up",
+                        extra={"error": str(exc)})
+            return None
 
     def _producer_config(self) -> dict[str, Any]:
         conf: dict[str, Any] = {
@@ -143,10 +187,12 @@ class Worker:
         changelogs = {changelog_topic(self.app, s.name) for s in self.topology.stores()}
         self.output = Output(self._producer_config(), changelogs)
         self.consumer = Consumer(self._consumer_config())
-        self.guarantee: Guarantee = (ExactlyOnce if self.eos else AtLeastOnce)(self.output, self.consumer)
+        self._admin = AdminClient(self._base())
+        self.membership = Membership(self._group_settings(), self._membership_config(),
+                                     offsets=lambda: self._local_offsets, end_offsets=self._end_offsets)
+        self.guarantee: Guarantee = (ExactlyOnce if self.eos else AtLeastOnce)(self.output, self.membership)
         self.guarantee.start()
-        restore_conf = {k: v for k, v in self._consumer_config().items()
-                        if k not in ("group.instance.id", "partition.assignment.strategy")}
+        restore_conf = dict(self._consumer_config())
         self.restorer = Restorer(restore_conf, self._restore_progress, seed=self._snapshot_seed(),
                                  on_lag=self._standby_lag)
         self.restorer.start()
@@ -154,11 +200,9 @@ class Worker:
                                      jobs_for=self._restore_jobs,
                                      cleanup_delay=self.config.state_cleanup_delay_ms / 1000,
                                      on_change=self._update_task_gauges)
-        if self.config.num_standby_replicas > 0:
-            self._watcher = GroupWatcher(self._base(), self.app, GROUP_REFRESH_SECONDS, self._group_described)
-            self._watcher.start()
-        self.consumer.subscribe(sorted(self.topic_to_sub), on_assign=self._on_assign,
-                                on_revoke=self._on_revoke, on_lost=self._on_lost)
+        self._local_offsets = self._collect_offsets()
+        self.membership.start()
+        self.membership.wait_started()
         log.info("worker started", extra={"guarantee": self.config.processing_guarantee.value,
                                           "instance": self._ident, "topics": sorted(self.topic_to_sub),
                                           "num_standby_replicas": self.config.num_standby_replicas})
@@ -283,15 +327,15 @@ class Worker:
                 self._commit()
             else:
                 self.guarantee.abort()
-            self.consumer.close()  # revokes (committing nothing new) and closes the tasks
+            self.membership.stop()  # a static member does not leave: a restart within the session keeps its tasks
             for task in list(self.tasks.values()):
                 self._close_task(task)
+            self.consumer.close()
+            self.membership.join(10)
             self.output.producer.flush(max(1.0, grace / 2))
         except Exception:
             log.exception("unclean shutdown")
         finally:
-            if self._watcher is not None:
-                self._watcher.stop()
             try:
                 self.standbys.close()
             except Exception:
@@ -315,6 +359,7 @@ class Worker:
         sizer = BatchSizer()
         while not self._stop.is_set():
             self._heartbeat = time.monotonic()
+            self._membership_step()
             if bg is not None:
                 self._flip_step()
                 if held:
@@ -371,27 +416,86 @@ class Worker:
             log.info("first record processed", extra={"topic": tp[0], "partition": tp[1],
                                                       "seconds_since_assignment": round(seconds, 3)})
 
-    # -- standbys ----------------------------------------------------------------------------
-    def _group_described(self, members: list[Member]) -> None:
-        """Watcher thread: publish the description; the processing thread applies it."""
-        self._members = (self._members[0] + 1, members)
+    # -- membership events, standbys and warmups ----------------------------------------------
+    def _membership_step(self) -> None:
+        """Apply what the membership thread heard from the group, in order."""
+        if self.membership.failed is not None:
+            raise RuntimeError("group membership failed") from self.membership.failed
+        while True:
+            try:
+                event = self.membership.events.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(event, RolesChanged):
+                self._roles_changed(event)
+            elif isinstance(event, Assigned):
+                self._on_assign(event.partitions)
+            elif isinstance(event, Revoked):
+                try:
+                    self._on_revoke(event.partitions)
+                finally:
+                    event.done.set()
+            elif isinstance(event, Lost):
+                self._on_lost(event.partitions)
+
+    def _roles_changed(self, event: RolesChanged) -> None:
+        roles = event.roles
+        self._joined = True
+        self._roles = roles
+        self._placement_dirty = True
+        self._assignment_version += 1  # a flip in preparation must report for this generation
+        log.info("assignment received", extra={
+            "generation": event.generation, "active": sorted(map(str, roles.active)),
+            "standby": sorted(map(str, roles.standby)), "warmup": sorted(map(str, roles.warmup))})
+        self._update_task_gauges()
 
     def _standby_step(self) -> None:
-        version, members = self._members
-        if version != self._members_applied or self._placement_dirty:
-            self._members_applied = version
+        if self._placement_dirty:
             self._placement_dirty = False
-            me = self.consumer.memberid()
-            if self._watcher is not None and me and any(m.member_id == me for m in members):
-                stateful = {i for i, sub in enumerate(self.topology.subtopologies) if sub.stores or sub.tables}
-                desired = {t for t in standbys_of(me, members, self.topic_to_sub, self.config.num_standby_replicas)
-                           if t.subtopology in stateful}
-                self.standbys.update(desired, set(self.tasks))
-                self._prune_standby_lag()
+            # an active the leader gave us that another member still releases (cooperative staging)
+            # stays warm as a standby until its partitions arrive
+            wanted = self._roles.standby | self._roles.warmup | self._roles.active
+            desired = {t for t in wanted if t.subtopology in self._stateful_subs}
+            self.standbys.update(desired, set(self.tasks))
+            self._prune_standby_lag()
+            self._update_task_gauges()
         now = time.monotonic()
         if now >= self._next_cleanup:
             self._next_cleanup = now + CLEANUP_CHECK_SECONDS
-            self.standbys.cleanup(set(self.tasks))
+            self.standbys.cleanup(set(self.tasks) | set(self.standbys.hosted))
+        if now >= self._next_offsets:
+            self._next_offsets = now + OFFSETS_REFRESH_SECONDS
+            self._local_offsets = self._collect_offsets()
+
+    def _collect_offsets(self) -> dict[TaskId, int]:
+        """Offset sums of every task with local state here (Kafka Streams' task offset sums).
+
+        Open stores are read as they are; a folder no task uses is opened once and its sum
+        kept until a task uses it again. Runs on the processing thread, which owns the stores.
+        """
+        open_stores = {t.id: t.persistent for t in self.tasks.values()}
+        open_stores.update({t: h.stores for t, h in self.standbys.hosted.items()})
+        out = {t: sum(s.checkpoint() or 0 for s in stores.values()) for t, stores in open_stores.items()}
+        for task in list(self._dormant_offsets):
+            if task in open_stores:
+                del self._dormant_offsets[task]
+        if self.config.store is not StoreKind.MEMORY:
+            on_disk = statedir.task_dirs(self.app_dir)
+            for task in list(self._dormant_offsets):
+                if task not in on_disk:
+                    del self._dormant_offsets[task]
+            for task in sorted(on_disk - set(open_stores)):
+                if task.subtopology >= len(self.topology.subtopologies):
+                    continue  # a folder of another topology version
+                if task not in self._dormant_offsets:
+                    stores = self._open_stores(task)
+                    try:
+                        self._dormant_offsets[task] = sum(s.checkpoint() or 0 for s in stores.values())
+                    finally:
+                        for store in stores.values():
+                            store.close()
+                out[task] = self._dormant_offsets[task]
+        return out
 
     def _standby_lag(self, job: RestoreJob, lag: int) -> None:
         """Restore thread: never called for a task after ``Restorer.remove`` returned."""
@@ -492,17 +596,19 @@ class Worker:
                             stores[t.store.name], tail=True) for t in sub.tables]
         return jobs
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, assigned: list[tuple[str, int]]) -> None:
         self.metrics.rebalances.labels("assign").inc()
-        log.info("rebalance: assign", extra={"partitions": sorted((tp.topic, tp.partition) for tp in partitions)})
+        log.info("rebalance: assign", extra={"partitions": assigned})
         self._joined = True
         self._assignment_version += 1  # a flip in preparation must report the new partitions too
-        self._membership_changed()
-        if not partitions:
+        self._placement_dirty = True
+        if not assigned:
             return
+        consumer = self.consumer
+        partitions = [TopicPartition(t, p) for t, p in assigned]
         now = time.monotonic()
-        for assigned in partitions:
-            self._awaiting_first[(assigned.topic, assigned.partition)] = now
+        for tp in assigned:
+            self._awaiting_first[tp] = now
         committed = self._committed(consumer, partitions)
         consumer.incremental_assign(committed)
         consumer.pause(committed)
@@ -537,6 +643,13 @@ class Worker:
         if promoted is not None:
             self._prune_standby_lag()
         stores = promoted if promoted is not None else self._open_stores(task_id)
+        if promoted is not None:
+            kind = "promoted"
+        elif any(store.checkpoint() is not None for store in stores.values()):
+            kind = "resumed"  # a folder left here earlier: only the changelog after its checkpoint
+        else:
+            kind = "restored"
+        self.metrics.task_starts.labels(kind).inc()
         task = Task(task_id, sub, application_id=self.app, stores=stores, send=self.output.send, gate=self.gate,
                     caching=self.config.write_cache, dead_letter=self._dead_letter)
         self.tasks[task_id] = task
@@ -574,32 +687,31 @@ class Worker:
         elif not job.done:
             self.metrics.restored.labels(str(job.task), job.store_name).inc(count)
 
-    def _membership_changed(self) -> None:
-        """From a rebalance callback: re-describe the group soon, and re-check placement against our tasks."""
-        self._placement_dirty = True
-        if self._watcher is not None:
-            self._watcher.poke()
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, partitions: list[tuple[str, int]]) -> None:
+        """Commit, then close the revoked tasks: the membership rejoins, and the next owner starts, after this."""
         self.metrics.rebalances.labels("revoke").inc()
-        log.info("rebalance: revoke", extra={"partitions": sorted((tp.topic, tp.partition) for tp in partitions)})
-        self._membership_changed()
+        log.info("rebalance: revoke", extra={"partitions": partitions})
+        self._placement_dirty = True
+        self._assignment_version += 1
         if self._failed is None:
             self._commit()
-        self._drop(consumer, partitions)
+        self._drop(partitions)
 
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_lost(self, partitions: list[tuple[str, int]]) -> None:
         """Partitions lost without a clean revoke: their uncommitted work must not be committed by us."""
         self.metrics.rebalances.labels("lost").inc()
-        log.warning("partitions lost", extra={"partitions": [(p.topic, p.partition) for p in partitions]})
-        self._membership_changed()
+        log.warning("partitions lost", extra={"partitions": partitions})
+        self._placement_dirty = True
+        self._assignment_version += 1
         self.guarantee.abort()
         remaining = [t for t in self.tasks.values() if t.id not in self._restores]
         self._rewind(remaining)
-        self._drop(consumer, partitions)
+        self._drop(partitions)
 
-    def _drop(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        gone = {(tp.topic, tp.partition) for tp in partitions}
+    def _drop(self, revoked: list[tuple[str, int]]) -> None:
+        consumer = self.consumer
+        partitions = [TopicPartition(t, p) for t, p in revoked]
+        gone = set(revoked)
         for tp in gone:
             self.active.pop(tp, None)
             self._awaiting_first.pop(tp, None)
@@ -629,7 +741,10 @@ class Worker:
         self.metrics.tasks.labels("restoring").set(restoring)
         self.metrics.tasks.labels("active").set(len(self.tasks) - restoring)
         standbys = getattr(self, "standbys", None)
-        self.metrics.tasks.labels("standby").set(len(standbys.hosted) if standbys is not None else 0)
+        hosted = set(standbys.hosted) if standbys is not None else set()
+        warmups = hosted & self._roles.warmup
+        self.metrics.tasks.labels("standby").set(len(hosted - warmups))
+        self.metrics.tasks.labels("warmup").set(len(warmups))
         self.metrics.ready.set(1 if self._is_ready() else 0)
 
     def _healthy(self) -> bool:

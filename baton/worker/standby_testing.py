@@ -7,17 +7,37 @@ broker, and what a worker hosts is read from its own log lines and ``/metrics``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
+from confluent_kafka import ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._group import ConsumerGroupDescription
 
-from baton.worker.group_view import members_from
-from baton.worker.standby_placement import Member
 from baton.worker.testing import WorkerProcess
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "click_counter.py")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One consumer of the group as the broker describes it."""
+
+    member_id: str
+    identity: str  # group.instance.id, or client.id for dynamic members
+    partitions: tuple[tuple[str, int], ...]
+
+
+def members_from(description: ConsumerGroupDescription) -> list[Member] | None:
+    """Members and their partitions, or None while the group is not stable (assignment in flux)."""
+    if description.state != ConsumerGroupState.STABLE:
+        return None
+    out = []
+    for m in description.members:
+        partitions = tuple(sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions or [])))
+        out.append(Member(member_id=m.member_id, identity=m.group_instance_id or m.client_id, partitions=partitions))
+    return out
 
 
 def clicks(start: int, n: int, prefix: str = "k") -> list[tuple[bytes, bytes]]:
@@ -61,6 +81,19 @@ def hosted_standbys(worker: WorkerProcess) -> set[int]:
         elif msg in ("standby stopped", "standby promoted"):
             hosted.discard(partition)
     return hosted
+
+
+def roles(worker: WorkerProcess) -> dict[str, set[int]]:
+    """The worker's latest roles from the group leader: partitions by role (active, standby, warmup)."""
+    latest: dict[str, set[int]] = {"active": set(), "standby": set(), "warmup": set()}
+    for line in worker.logs():
+        if line.get("msg") == "assignment received":
+            latest = {role: {int(str(t).split("_")[1]) for t in _list(line.get(role))} for role in latest}
+    return latest
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
 
 
 def labelled_metric(worker: WorkerProcess, name: str) -> dict[str, float]:

@@ -80,6 +80,21 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
     ),
     ("negative-replicas", _spec(replicas=-1), ["spec.replicas", "should be greater than or equal to 0"]),
     (
+        "negative-acceptable-recovery-lag",
+        _spec(acceptableRecoveryLag=-1),
+        ["spec.acceptableRecoveryLag", "should be greater than or equal to 0"],
+    ),
+    (
+        "zero-max-warmup-replicas",
+        _spec(maxWarmupReplicas=0),
+        ["spec.maxWarmupReplicas", "should be greater than or equal to 1"],
+    ),
+    (
+        "probing-interval-below-1s",
+        _spec(probingRebalanceIntervalMs=999),
+        ["spec.probingRebalanceIntervalMs", "should be greater than or equal to 1000"],
+    ),
+    (
         "state-size-quantity",
         _spec(state={"size": "lots"}),
         ["spec.state.size", "must be a quantity like 10Gi"],
@@ -181,11 +196,15 @@ def test_defaults_are_applied_and_explained(crds: None, kubectl: KubectlFn, name
     kubectl("create", "-f", "-", input=json.dumps(body))
     spec = json.loads(kubectl("get", "sapp", "click-counter", "-n", namespace, "-o", "json").stdout)["spec"]
     assert spec["standbyReplicas"] == 0
+    assert spec["acceptableRecoveryLag"] == 10000
+    assert spec["maxWarmupReplicas"] == 2
+    assert spec["probingRebalanceIntervalMs"] == 600000
     assert spec["processingGuarantee"] == "exactly_once_v2"
     assert spec["upgrade"]["strategy"] == "BlueGreen" and spec["upgrade"]["promotionTimeoutSeconds"] == 1800
     assert spec["state"] == {"store": "rocksdb", "size": "1Gi"}
     assert spec["worker"]["metricsPort"] == 8080
     explained = kubectl("explain", "sapp.spec.standbyReplicas").stdout
     assert "num.standby.replicas" in explained
+    assert "max.warmup.replicas" in kubectl("explain", "sapp.spec.maxWarmupReplicas").stdout
     assert "sapp" in kubectl("api-resources", "--api-group=baton.dev").stdout
     assert "streamapps" in kubectl("api-resources", "--categories=baton", "-o", "name").stdout

@@ -1,10 +1,10 @@
 """Static membership: a worker restarted with the same --instance-id inside session.timeout.ms
 gets its partitions back, and the other members see no rebalance at all.
 
-Under cooperative-sticky every rebalance runs the assign callback on every member, even
-with nothing new to assign, so "no rebalance" is asserted from the other members'
-rebalance counters (assign, revoke, lost) and their rebalance log lines, which must not
-move. Both restart kinds are covered: SIGKILL (a crash) and SIGTERM (a rolling restart).
+Every rebalance hands every member its roles from the leader's assignor (logged as
+"assignment received"), even with nothing new to assign, so "no rebalance" is asserted
+from the other members' rebalance counters (assign, revoke, lost) and their rebalance
+and assignment log lines, which must not move. Both restart kinds are covered: SIGKILL (a crash) and SIGTERM (a rolling restart).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ pytestmark = pytest.mark.integration
 
 
 def _rebalance_lines(w: WorkerProcess) -> int:
-    return sum(1 for x in w.logs() if str(x.get("msg", "")).startswith("rebalance:") or x.get("msg") == "partitions lost")
+    return sum(1 for x in w.logs() if str(x.get("msg", "")).startswith("rebalance:")
+               or x.get("msg") in ("partitions lost", "assignment received"))
 
 
 def _assigned(w: WorkerProcess) -> list[int]:

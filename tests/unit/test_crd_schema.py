@@ -8,8 +8,10 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from baton.operator.spec import StreamAppSpec
+from baton.worker.config import WorkerConfig
 from tests.unit.test_operator_samples import CRD, EXAMPLE, crd, spec_schema
 
 pytestmark = pytest.mark.unit
@@ -146,3 +148,60 @@ def test_example_validates_against_the_schema() -> None:
 def test_crd_file_is_a_single_document() -> None:
     """The Helm chart includes this very file; one CRD per file keeps that simple."""
     assert len([d for d in yaml.safe_load_all(CRD.read_text()) if d]) == 1
+
+
+# CRD spec fields that the operator passes to the worker as settings of another name.
+WORKER_SETTINGS = {
+    "standbyReplicas": "num_standby_replicas",
+    "acceptableRecoveryLag": "acceptable_recovery_lag",
+    "maxWarmupReplicas": "max_warmup_replicas",
+    "probingRebalanceIntervalMs": "probing_rebalance_interval_ms",
+}
+
+
+def _bound(field: FieldInfo, name: str) -> Any:
+    """The ``ge`` or ``le`` bound of a pydantic field (None when it has none)."""
+    return next((getattr(m, name) for m in field.metadata if hasattr(m, name)), None)
+
+
+@pytest.mark.parametrize(("crd_field", "worker_field"), sorted(WORKER_SETTINGS.items()))
+def test_worker_settings_have_the_workers_default_and_bounds(crd_field: str, worker_field: str) -> None:
+    """The API server refuses what the worker would refuse, and defaults what it defaults."""
+    sub = spec_schema()["properties"][crd_field]
+    field = WorkerConfig.model_fields[worker_field]
+    assert sub["type"] == "integer"
+    assert sub["default"] == field.default
+    assert sub["minimum"] == _bound(field, "ge")
+    assert sub.get("maximum") == _bound(field, "le")
+    assert worker_field.replace("_", ".") in sub["description"]  # names the Kafka Streams setting
+
+
+def _with_spec(**changes: Any) -> dict[str, Any]:
+    example: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    example["spec"].update(changes)
+    return example
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"acceptableRecoveryLag": -1}, "acceptableRecoveryLag"),
+        ({"maxWarmupReplicas": 0}, "maxWarmupReplicas"),
+        ({"maxWarmupReplicas": -3}, "maxWarmupReplicas"),
+        ({"probingRebalanceIntervalMs": 999}, "probingRebalanceIntervalMs"),
+        ({"acceptableRecoveryLag": "10000"}, "acceptableRecoveryLag"),
+    ],
+    ids=["negative-recovery-lag", "zero-warmups", "negative-warmups", "probing-below-1s", "lag-as-string"],
+)
+def test_assignor_settings_out_of_range_are_refused(changes: dict[str, Any], field: str) -> None:
+    schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    with pytest.raises(jsonschema.ValidationError) as refused:
+        jsonschema.validate(_with_spec(**changes), schema)
+    assert list(refused.value.absolute_path) == ["spec", field]
+
+
+def test_assignor_settings_at_their_minimums_are_accepted() -> None:
+    schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    jsonschema.validate(
+        _with_spec(acceptableRecoveryLag=0, maxWarmupReplicas=1, probingRebalanceIntervalMs=1000), schema
+    )

@@ -11,8 +11,9 @@ import pytest
 from baton.operator.builders.env import worker_env
 from baton.operator.builders.statefulset import statefulset
 from baton.operator.constants import STATE_DIR
+from baton.operator.spec import StreamApp
 from baton.worker.config import ProcessingGuarantee, WorkerConfig, env_var
-from tests.unit.test_operator_samples import app
+from tests.unit.test_operator_samples import app, example_body
 
 pytestmark = pytest.mark.unit
 
@@ -61,7 +62,14 @@ def test_blue_green_sets_every_worker_setting() -> None:
 
 
 def test_worker_config_parses_the_pod_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    sample = app(standbyReplicas=2, processingGuarantee="at_least_once", config={"fetch.min.bytes": "1"})
+    sample = app(
+        standbyReplicas=2,
+        acceptableRecoveryLag=500,
+        maxWarmupReplicas=3,
+        probingRebalanceIntervalMs=60_000,
+        processingGuarantee="at_least_once",
+        config={"fetch.min.bytes": "1"},
+    )
     env = _resolve(worker_env(sample, "green"), "click-counter-green-2", {})
     for name in list(__import__("os").environ):
         if name.startswith("BATON_"):
@@ -74,12 +82,36 @@ def test_worker_config_parses_the_pod_environment(monkeypatch: pytest.MonkeyPatc
     assert cfg.color == "green"
     assert cfg.control_topic == "click-counter-control"
     assert cfg.num_standby_replicas == 2
+    assert cfg.acceptable_recovery_lag == 500
+    assert cfg.max_warmup_replicas == 3
+    assert cfg.probing_rebalance_interval_ms == 60_000
     assert cfg.processing_guarantee is ProcessingGuarantee.AT_LEAST_ONCE
     assert cfg.commit_interval_ms == 100
     assert str(cfg.state_dir) == STATE_DIR
     assert cfg.topology == "examples.click_counter:topology"
     assert cfg.kafka_config == {"fetch.min.bytes": "1", "security.protocol": "plaintext"}
     assert cfg.metrics_port == 8080
+
+
+# StreamApp spec fields that are worker settings under another name (Kafka Streams' names).
+SPEC_TO_WORKER = {
+    "standby_replicas": "num_standby_replicas",
+    "acceptable_recovery_lag": "acceptable_recovery_lag",
+    "max_warmup_replicas": "max_warmup_replicas",
+    "probing_rebalance_interval_ms": "probing_rebalance_interval_ms",
+}
+
+
+@pytest.mark.parametrize(("spec_field", "worker_field"), sorted(SPEC_TO_WORKER.items()))
+def test_assignor_settings_default_as_in_the_worker(spec_field: str, worker_field: str) -> None:
+    """An app that leaves them out runs the worker's defaults, and the Pods say so explicitly."""
+    body = example_body()
+    body["spec"] = {k: body["spec"][k] for k in ("image", "topology", "kafka")}
+    bare = StreamApp.from_body(body)
+    default = WorkerConfig.model_fields[worker_field].default
+    assert getattr(bare.spec, spec_field) == default
+    env = {e["name"]: e.get("value") for e in worker_env(bare, "blue")}
+    assert env[env_var(worker_field)] == str(default)
 
 
 def test_state_dir_is_the_workers_default_and_the_mount() -> None:

@@ -1,0 +1,461 @@
+"""Group membership with Baton's assignor, in a thread of its own (kafka-python).
+
+confluent-kafka (librdkafka) cannot run a custom assignor, and Baton must decide actives,
+standbys and warmups together on the group leader (see ``assignor.py``). So membership
+runs in kafka-python, a well-kept client whose classic consumer group implementation
+takes custom assignors, static membership (``group_instance_id``) and the cooperative
+rebalance protocol (KIP-429). It only does membership: every partition it is given
+is paused (records it may fetch before that are dropped), and records flow through
+confluent-kafka with ``assign()`` on the processing thread.
+
+What crosses threads, and why it is safe:
+
+* rebalance callbacks run on kafka-python's I/O thread and become ``Event`` values on
+  a queue that the processing thread drains. A revocation waits (bounded) until the
+  processing thread has committed and closed the revoked tasks, so the member rejoins,
+  and the next owner starts, only after our last transaction for them is resolved;
+* exactly-once fencing stays the broker's: transactional offset commits carry this
+  membership's generation and member id (``wire.librdkafka_group_metadata``), so a
+  zombie whose tasks moved fails its commit and aborts;
+* at-least-once offset commits carry the same identity: they go through this client,
+  executed on its thread between polls.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka import KafkaConsumer
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor, RebalanceProtocol
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+from kafka.structs import OffsetAndMetadata
+from kafka.structs import TopicPartition as KTopicPartition
+
+from baton.worker.assignment import assignor
+from baton.worker.assignment.model import UNKNOWN_LAG, AssignorConfig, MemberReport
+from baton.worker.assignment.wire import RUNNING, BadUserData, Roles, Subscription, librdkafka_group_metadata
+from baton.worker.naming import TaskId, tasks_for
+
+log = logging.getLogger("baton.worker.membership")
+
+TP = tuple[str, int]
+REVOKE_WAIT_SECONDS = 60.0  # a revocation waits this long for the processing thread's commit
+
+
+@dataclass(frozen=True)
+class Assigned:
+    partitions: list[TP]
+
+
+@dataclass(frozen=True)
+class Revoked:
+    partitions: list[TP]
+    done: threading.Event = field(default_factory=threading.Event, compare=False)
+
+
+@dataclass(frozen=True)
+class Lost:
+    partitions: list[TP]
+
+
+@dataclass(frozen=True)
+class RolesChanged:
+    generation: int
+    roles: Roles
+
+
+Event = Assigned | Revoked | Lost | RolesChanged
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    """What the membership needs to know about the app (the same on every member)."""
+
+    group_id: str
+    process: str  # group.instance.id, or the process id kept in state.dir
+    host: str  # the pod: standbys avoid a task's active pod
+    instance_id: str | None
+    topic_to_sub: Mapping[str, int]
+    stateful_subs: frozenset[int]
+    state_partitions: Callable[
+        [TaskId], list[TP]
+    ]  # changelog (or table source) partitions of a task's stores
+    assignor: AssignorConfig
+    probing_interval_ms: int
+
+
+# librdkafka names (BATON_KAFKA_CONFIG, -X) -> kafka-python names, for the settings membership needs
+_KAFKA_PYTHON_NAMES = {
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+    "session.timeout.ms": "session_timeout_ms",
+    "heartbeat.interval.ms": "heartbeat_interval_ms",
+    "max.poll.interval.ms": "max_poll_interval_ms",
+}
+_INTS = {"session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms"}
+
+
+def kafka_python_config(librdkafka: Mapping[str, str]) -> dict[str, Any]:
+    """The membership client's settings from the worker's librdkafka settings (pure)."""
+    out: dict[str, Any] = {}
+    for key, value in librdkafka.items():
+        name = _KAFKA_PYTHON_NAMES.get(key.removeprefix("consumer."))
+        if name is None or key.startswith("producer."):
+            continue
+        out[name] = int(value) if name in _INTS else value
+    if "security_protocol" in out:
+        out["security_protocol"] = str(out["security_protocol"]).upper()
+    return out
+
+
+def lags_from(
+    reports: Mapping[str, Subscription],
+    ends: Mapping[TP, int] | None,
+    state_partitions: Callable[[TaskId], list[TP]],
+    stateful: Collection[TaskId] = (),
+) -> dict[str, dict[TaskId, int]]:
+    """Member -> task -> changelog records behind, from offset sums and end offsets (pure).
+
+    A member with no state for a stateful task is as far behind as the changelogs are long
+    (Kafka Streams does the same): with short changelogs, as in a new app, everybody is
+    caught up and nothing waits for a warmup. Without end offsets (the query failed), any
+    reported state counts as caught up: moving a task to a member with some state beats
+    restoring it from scratch elsewhere, and members without state stay unknown.
+    """
+
+    def total(task: TaskId) -> int | None:
+        parts = state_partitions(task)
+        if ends is None or any(tp not in ends for tp in parts):
+            return None
+        return sum(ends[tp] for tp in parts)
+
+    out: dict[str, dict[TaskId, int]] = {}
+    for member, report in reports.items():
+        lags: dict[TaskId, int] = {}
+        for task, offset in report.offsets.items():
+            end = total(task)
+            if offset == RUNNING:
+                lags[task] = 0
+            elif offset < 0:
+                lags[task] = UNKNOWN_LAG
+            elif ends is None:
+                lags[task] = 0
+            else:
+                lags[task] = UNKNOWN_LAG if end is None else max(0, end - offset)
+        for task in stateful:
+            if task not in lags:
+                end = total(task)
+                if end is not None:
+                    lags[task] = end
+        out[member] = lags
+    return out
+
+
+class TaskAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
+    """kafka-python's hook for the leader's assignment: Baton's assignor plus cooperative staging."""
+
+    name = "baton"
+    version = 1  # ConsumerProtocolSubscription v1: owned partitions, for tools that read them
+
+    def __init__(self, membership: Membership) -> None:
+        self._m = membership
+
+    def supported_protocols(self) -> list[RebalanceProtocol]:
+        return [RebalanceProtocol.COOPERATIVE]
+
+    def metadata(self, topics: Collection[str]) -> ConsumerProtocolSubscription:
+        return self._m.subscription_metadata(topics)
+
+    def assign(self, cluster: Any, members: list[Any]) -> dict[str, ConsumerProtocolAssignment]:
+        return self._m.leader_assign(cluster, members)
+
+    def on_assignment(self, assignment: ConsumerProtocolAssignment, generation: int) -> None:
+        self._m.assignment_received(assignment, generation)
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, membership: Membership) -> None:
+        self._m = membership
+
+    def on_partitions_revoked(self, revoked: Collection[KTopicPartition]) -> None:
+        self._m.partitions_revoked(revoked)
+
+    def on_partitions_assigned(self, assigned: Collection[KTopicPartition]) -> None:
+        self._m.partitions_assigned(assigned)
+
+    def on_partitions_lost(self, lost: Collection[KTopicPartition]) -> None:
+        self._m.partitions_lost(lost)
+
+
+class Membership(threading.Thread):
+    """One member of the app's consumer group; the processing thread reads ``events``."""
+
+    def __init__(
+        self,
+        settings: GroupSettings,
+        client_config: dict[str, Any],
+        offsets: Callable[[], Mapping[TaskId, int]],
+        end_offsets: Callable[[list[TP]], dict[TP, int] | None],
+    ) -> None:
+        super().__init__(name="baton-membership", daemon=True)
+        self.settings = settings
+        self.events: queue.Queue[Event] = queue.Queue()
+        self._client_config = client_config
+        self._offsets = offsets
+        self._end_offsets = end_offsets
+        self._stopping = threading.Event()
+        self._owned: set[TP] = set()
+        self._roles = Roles()
+        self._probe_at: float | None = None
+        self._commits: queue.Queue[tuple[dict[TP, int], Future[None]]] = queue.Queue()
+        self._consumer: KafkaConsumer | None = None
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            consumer = KafkaConsumer(
+                group_id=self.settings.group_id,
+                group_instance_id=self.settings.instance_id,
+                partition_assignment_strategy=[TaskAssignor(self)],
+                enable_auto_commit=False,
+                **self._client_config,
+            )
+            self._consumer = consumer
+            consumer.subscribe(sorted(self.settings.topic_to_sub), listener=_Listener(self))
+        except BaseException as exc:
+            self._error = exc
+            self._started.set()
+            raise
+        self._started.set()
+        try:
+            while not self._stopping.is_set():
+                consumer.poll(timeout_ms=100, max_records=1)  # drives the group; any record is dropped
+                # pause what the group assigned, here rather than in the rebalance callback, which
+                # runs on kafka-python's I/O loop and must not call back into the consumer
+                unpaused = set(consumer.assignment()) - set(consumer.paused())
+                if unpaused:
+                    consumer.pause(*unpaused)
+                self._run_commits(consumer)
+                self._maybe_probe(consumer)
+        except BaseException as exc:
+            self._error = exc
+            log.exception("group membership failed")
+        finally:
+            self._fail_commits()
+            try:
+                consumer.close(autocommit=False, timeout_ms=5000)
+            except Exception as exc:
+                log.info("closing the membership client failed", extra={"error": str(exc)})
+
+    def wait_started(self, timeout: float = 60.0) -> None:
+        if not self._started.wait(timeout):
+            raise RuntimeError("group membership did not start (is the broker reachable?)")
+        if self._error is not None:
+            raise RuntimeError(f"group membership failed to start: {self._error}") from self._error
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    @property
+    def failed(self) -> BaseException | None:
+        return self._error
+
+    # -- what the processing thread calls --------------------------------------------------------
+    def group_metadata(self) -> bytes:
+        """The fencing identity for ``send_offsets_to_transaction``: this membership's generation."""
+        consumer = self._consumer
+        if consumer is None:
+            return librdkafka_group_metadata(self.settings.group_id, -1, "", self.settings.instance_id)
+        meta = consumer.group_metadata()
+        return librdkafka_group_metadata(
+            self.settings.group_id, int(meta.generation_id), str(meta.member_id or ""), meta.group_instance_id
+        )
+
+    def commit(self, offsets: Mapping[TP, int], timeout: float = 30.0) -> None:
+        """At-least-once offset commit with this member's generation; raises what the broker said."""
+        future: Future[None] = Future()
+        self._commits.put((dict(offsets), future))
+        future.result(timeout)
+
+    # -- kafka-python's thread -------------------------------------------------------------------
+    def _run_commits(self, consumer: KafkaConsumer) -> None:
+        while True:
+            try:
+                offsets, future = self._commits.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                consumer.commit(
+                    {KTopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
+                )
+                future.set_result(None)
+            except BaseException as exc:
+                future.set_exception(exc)
+
+    def _fail_commits(self) -> None:
+        while True:
+            try:
+                _offsets, future = self._commits.get_nowait()
+            except queue.Empty:
+                return
+            future.set_exception(RuntimeError("group membership stopped"))
+
+    def _maybe_probe(self, consumer: KafkaConsumer) -> None:
+        if self._probe_at is None or time.monotonic() < self._probe_at:
+            return
+        self._probe_at = None
+        log.info("probing rebalance: warmups may have caught up", extra={"group": self.settings.group_id})
+        # KafkaConsumer has no public "enforce rebalance"; the coordinator's request_rejoin is that call
+        consumer._coordinator.request_rejoin()
+
+    def subscription_metadata(self, topics: Collection[str]) -> ConsumerProtocolSubscription:
+        owned_tasks = set(tasks_for(sorted(self._owned), dict(self.settings.topic_to_sub)))
+        try:
+            offsets = dict(self._offsets())
+        except Exception:  # never fail a join over the report: no state reported is safe
+            log.exception("could not read local task offsets")
+            offsets = {}
+        for task in owned_tasks:
+            offsets[task] = RUNNING
+        report = Subscription(
+            process=self.settings.process,
+            host=self.settings.host,
+            offsets=offsets,
+            active=frozenset(owned_tasks),
+            standby=self._roles.standby | self._roles.warmup,
+        )
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(self._owned):
+            by_topic.setdefault(topic, []).append(partition)
+        sub_tp = ConsumerProtocolSubscription.TopicPartition
+        return ConsumerProtocolSubscription(
+            version=TaskAssignor.version,
+            topics=sorted(topics),
+            user_data=report.encode(),
+            owned_partitions=[sub_tp(topic=t, partitions=p) for t, p in by_topic.items()],
+        )
+
+    def leader_assign(self, cluster: Any, members: list[Any]) -> dict[str, ConsumerProtocolAssignment]:
+        started = time.monotonic()
+        s = self.settings
+        reports: dict[str, Subscription] = {}
+        for member in members:
+            try:
+                reports[member.member_id] = Subscription.decode(member.metadata.user_data)
+            except (BadUserData, ValueError) as exc:
+                log.warning(
+                    "member sent user data this worker cannot read; treating it as stateless",
+                    extra={"member": member.member_id, "error": str(exc)},
+                )
+                reports[member.member_id] = Subscription(process=member.member_id, host=member.member_id)
+        partitions: dict[TaskId, list[TP]] = {}
+        for topic, sub in sorted(s.topic_to_sub.items()):
+            for p in sorted(cluster.partitions_for_topic(topic) or ()):
+                partitions.setdefault(TaskId(sub, p), []).append((topic, p))
+        tasks = set(partitions)
+        stateful = {t for t in tasks if t.subtopology in s.stateful_subs}
+        wanted = sorted({tp for t in stateful for tp in s.state_partitions(t)})
+        ends = self._end_offsets(wanted) if wanted else {}
+        lags = lags_from(reports, ends, s.state_partitions, sorted(stateful))
+        member_reports = [
+            MemberReport(
+                member_id=mid,
+                process=r.process or mid,
+                host=r.host or r.process or mid,
+                lags=lags[mid],
+                previous_active=r.active,
+                previous_standby=r.standby,
+            )
+            for mid, r in reports.items()
+        ]
+        decided = assignor.assign(member_reports, tasks, stateful, s.assignor)
+        # cooperative staging: a task another member still runs is withheld from its new owner until released
+        running = {t: mid for mid, r in sorted(reports.items()) for t in r.active}
+        probe_after = s.probing_interval_ms if decided.probing else None
+        out: dict[str, ConsumerProtocolAssignment] = {}
+        moving = 0
+        for mid in reports:
+            roles = decided.members.get(mid)
+            active = roles.active if roles else frozenset()
+            owned_now = [t for t in sorted(active) if running.get(t, mid) == mid]
+            moving += len(active) - len(owned_now)
+            by_topic: dict[str, list[int]] = {}
+            for task in owned_now:
+                for topic, p in partitions[task]:
+                    by_topic.setdefault(topic, []).append(p)
+            user = Roles(
+                active=active,
+                standby=roles.standby if roles else frozenset(),
+                warmup=roles.warmup if roles else frozenset(),
+                probe_after_ms=probe_after,
+            )
+            a_tp = ConsumerProtocolAssignment.TopicPartition
+            out[mid] = ConsumerProtocolAssignment(
+                version=0,
+                assigned_partitions=[
+                    a_tp(topic=t, partitions=sorted(p)) for t, p in sorted(by_topic.items())
+                ],
+                user_data=user.encode(),
+            )
+        if decided.probing:
+            self._probe_at = time.monotonic() + s.probing_interval_ms / 1000
+        log.info(
+            "assignment computed",
+            extra={
+                "group": s.group_id,
+                "members": len(reports),
+                "tasks": len(tasks),
+                "moving": moving,
+                "warmups": sum(len(r.warmup) for r in decided.members.values()),
+                "standbys": sum(len(r.standby) for r in decided.members.values()),
+                "end_offsets": "unknown" if ends is None else len(ends),
+                "seconds": round(time.monotonic() - started, 3),
+            },
+        )
+        return out
+
+    def assignment_received(self, assignment: ConsumerProtocolAssignment, generation: int) -> None:
+        try:
+            roles = Roles.decode(assignment.user_data)
+        except BadUserData as exc:
+            log.error("assignment user data unreadable; hosting no standbys", extra={"error": str(exc)})
+            roles = Roles()
+        self._roles = roles
+        self.events.put(RolesChanged(generation, roles))
+
+    def partitions_revoked(self, revoked: Collection[KTopicPartition]) -> None:
+        tps = sorted((tp.topic, tp.partition) for tp in revoked)
+        self._owned.difference_update(tps)
+        event = Revoked(tps)
+        self.events.put(event)
+        if self._stopping.is_set():
+            return
+        if not event.done.wait(REVOKE_WAIT_SECONDS):
+            log.warning("revoked tasks not released in time; rejoining anyway", extra={"partitions": tps})
+
+    def partitions_assigned(self, assigned: Collection[KTopicPartition]) -> None:
+        tps = sorted((tp.topic, tp.partition) for tp in assigned)
+        self._owned.update(tps)
+        self.events.put(Assigned(tps))
+
+    def partitions_lost(self, lost: Collection[KTopicPartition]) -> None:
+        tps = sorted((tp.topic, tp.partition) for tp in lost)
+        self._owned.difference_update(tps)
+        self.events.put(Lost(tps))

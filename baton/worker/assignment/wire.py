@@ -1,0 +1,162 @@
+"""What members tell the leader, and what the leader hands back, as user data bytes.
+
+Kafka's classic group protocol carries an opaque ``user_data`` in every member's
+subscription (JoinGroup) and in every member's assignment (SyncGroup). Kafka Streams
+puts its SubscriptionInfo / AssignmentInfo there; Baton puts these two small JSON
+documents. Each carries a version so that a newer worker can still read an older one
+during a rolling upgrade (unknown fields are ignored; an unknown major version is an
+error the leader logs, treating the member as having no state).
+
+Also here: the group metadata bytes confluent-kafka's transactional producer expects in
+``send_offsets_to_transaction``. Membership runs in another client (see
+``membership.py``), so the generation and member id that fence zombies come from that
+client, and librdkafka must be handed them in its own serialized form.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import orjson
+
+from baton.worker.naming import TaskId
+
+VERSION = 1
+RUNNING = -2  # Kafka Streams' LATEST_OFFSET: the member runs the task active, so it is caught up
+
+
+class BadUserData(ValueError):
+    """User data this worker cannot read (another major version, or corrupt)."""
+
+
+def _tasks(values: Iterable[TaskId]) -> list[str]:
+    return sorted(str(t) for t in values)
+
+
+def _parse_tasks(values: object) -> frozenset[TaskId]:
+    if not isinstance(values, list):
+        raise BadUserData(f"expected a list of task ids, got {values!r}")
+    return frozenset(TaskId.parse(str(v)) for v in values)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A member's report: who it is and what state it holds, per task.
+
+    ``offsets`` is Kafka Streams' "task offset sums": for each task with local state, the
+    sum over its stores of the changelog offset the store reflects (``RUNNING`` for a task
+    active here). The leader turns it into a lag with the changelogs' end offsets.
+    """
+
+    process: str
+    host: str
+    offsets: Mapping[TaskId, int] = field(default_factory=dict)
+    active: frozenset[TaskId] = frozenset()
+    standby: frozenset[TaskId] = frozenset()
+
+    def encode(self) -> bytes:
+        return orjson.dumps(
+            {
+                "v": VERSION,
+                "process": self.process,
+                "host": self.host,
+                "offsets": {str(t): o for t, o in sorted(self.offsets.items())},
+                "active": _tasks(self.active),
+                "standby": _tasks(self.standby),
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> Subscription:
+        doc = _load(data)
+        offsets = doc.get("offsets", {})
+        if not isinstance(offsets, dict):
+            raise BadUserData("offsets must be an object")
+        return cls(
+            process=str(doc.get("process", "")),
+            host=str(doc.get("host", "")),
+            offsets={TaskId.parse(k): int(v) for k, v in offsets.items()},
+            active=_parse_tasks(doc.get("active", [])),
+            standby=_parse_tasks(doc.get("standby", [])),
+        )
+
+
+@dataclass(frozen=True)
+class Roles:
+    """A member's part of the leader's decision: its tasks by role.
+
+    ``active`` may hold tasks not (yet) in the member's partitions: under cooperative
+    rebalancing a task moving between members is withheld from its new owner until the
+    old one has released it, one rebalance later. The partitions are what the member
+    owns now; ``active`` is where the leader is heading.
+    """
+
+    active: frozenset[TaskId] = frozenset()
+    standby: frozenset[TaskId] = frozenset()
+    warmup: frozenset[TaskId] = frozenset()
+    probe_after_ms: int | None = None  # warmups are running: the leader rebalances again after this long
+
+    def encode(self) -> bytes:
+        return orjson.dumps(
+            {
+                "v": VERSION,
+                "active": _tasks(self.active),
+                "standby": _tasks(self.standby),
+                "warmup": _tasks(self.warmup),
+                "probe_after_ms": self.probe_after_ms,
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> Roles:
+        doc = _load(data)
+        probe = doc.get("probe_after_ms")
+        return cls(
+            active=_parse_tasks(doc.get("active", [])),
+            standby=_parse_tasks(doc.get("standby", [])),
+            warmup=_parse_tasks(doc.get("warmup", [])),
+            probe_after_ms=None if probe is None else int(str(probe)),
+        )
+
+
+def _load(data: bytes | None) -> dict[str, object]:
+    if not data:
+        raise BadUserData("no user data (a member that is not a Baton worker?)")
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise BadUserData(f"user data is not JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise BadUserData("user data must be a JSON object")
+    version = doc.get("v")
+    if not isinstance(version, int) or version < 1 or version > VERSION:
+        raise BadUserData(f"user data version {version!r}; this worker reads versions 1..{VERSION}")
+    return doc
+
+
+_CGMD_MAGIC = b"CGMDv2:"
+_GENERATION = struct.Struct("=i")  # librdkafka copies the int32 in the machine's byte order
+
+
+def librdkafka_group_metadata(
+    group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+) -> bytes:
+    """The bytes confluent-kafka's ``consumer_group_metadata()`` returns, for any membership.
+
+    librdkafka's public ``rd_kafka_consumer_group_metadata_new_with_genid()`` builds this
+    object from exactly these four values, but confluent-kafka (Python) exposes only the
+    serialized form (``rd_kafka_consumer_group_metadata_write``): magic, generation id,
+    then NUL-terminated group id and member id, a "group instance id is null" byte and the
+    instance id. ``send_offsets_to_transaction`` reads it back with
+    ``rd_kafka_consumer_group_metadata_read``, and the broker fences a transactional
+    offset commit whose generation or member id is stale (KIP-447). A unit test compares
+    this with librdkafka's own output.
+    """
+    out = (
+        _CGMD_MAGIC + _GENERATION.pack(generation_id) + group_id.encode() + b"\0" + member_id.encode() + b"\0"
+    )
+    if group_instance_id is None:
+        return out + b"\x01"
+    return out + b"\x00" + group_instance_id.encode() + b"\0"

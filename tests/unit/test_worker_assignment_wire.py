@@ -1,0 +1,104 @@
+"""The user data members and the leader exchange, the fencing identity handed to librdkafka,
+and lag arithmetic: pure functions, no server."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from confluent_kafka import Consumer
+
+from baton.worker.assignment.membership import kafka_python_config, lags_from
+from baton.worker.assignment.model import UNKNOWN_LAG
+from baton.worker.assignment.wire import (
+    RUNNING,
+    BadUserData,
+    Roles,
+    Subscription,
+    librdkafka_group_metadata,
+)
+from baton.worker.naming import TaskId
+
+pytestmark = pytest.mark.unit
+
+T0, T1, T2 = TaskId(0, 0), TaskId(0, 1), TaskId(1, 2)
+
+
+def test_subscription_and_roles_round_trip() -> None:
+    sub = Subscription(
+        process="w1",
+        host="pod-1",
+        offsets={T0: 10, T1: RUNNING},
+        active=frozenset({T1}),
+        standby=frozenset({T0, T2}),
+    )
+    assert Subscription.decode(sub.encode()) == sub
+    roles = Roles(
+        active=frozenset({T0}), standby=frozenset({T1}), warmup=frozenset({T2}), probe_after_ms=5000
+    )
+    assert Roles.decode(roles.encode()) == roles
+
+
+@pytest.mark.parametrize("data", [None, b"", b"not json", b"[]", b'{"v": 99}', b'{"active": []}'])
+def test_unreadable_user_data_is_refused_with_a_reason(data: bytes | None) -> None:
+    with pytest.raises(BadUserData):
+        Roles.decode(data)
+
+
+@pytest.mark.parametrize("instance", ["pod-0", None])
+def test_group_metadata_bytes_are_librdkafkas_own(instance: str | None) -> None:
+    """librdkafka serializes a consumer that never joined as generation -1, member ''."""
+    conf = {"group.id": "app-1", "bootstrap.servers": "127.0.0.1:1", "log_level": 0}
+    if instance:
+        conf["group.instance.id"] = instance
+    consumer = Consumer(conf)
+    try:
+        assert consumer.consumer_group_metadata() == librdkafka_group_metadata("app-1", -1, "", instance)
+    finally:
+        consumer.close()
+
+
+def test_group_metadata_carries_generation_and_member() -> None:
+    data = librdkafka_group_metadata("g", 7, "m-1", "pod-2")
+    assert data.startswith(b"CGMDv2:") and b"g\0m-1\0\0pod-2\0" in data
+    assert (
+        int.from_bytes(data[7:11], sys.byteorder) == 7
+    )  # librdkafka copies the int32 as the machine holds it
+
+
+def test_librdkafka_settings_map_to_the_membership_client() -> None:
+    conf = kafka_python_config(
+        {
+            "security.protocol": "sasl_plaintext",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "u",
+            "sasl.password": "p",
+            "consumer.session.timeout.ms": "6000",
+            "producer.linger.ms": "5",
+            "producer.session.timeout.ms": "1",
+            "fetch.min.bytes": "1",
+        }
+    )
+    assert conf == {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "u",
+        "sasl_plain_password": "p",
+        "session_timeout_ms": 6000,
+    }
+
+
+def test_lags_from_offset_sums_and_changelog_ends() -> None:
+    parts = {T0: [("cl-a", 0), ("cl-b", 0)], T1: [("cl-a", 1), ("cl-b", 1)]}
+    ends = {("cl-a", 0): 100, ("cl-b", 0): 50, ("cl-a", 1): 10}
+    reports = {
+        "m1": Subscription("w1", "h1", offsets={T0: 140, T1: RUNNING}),
+        "m2": Subscription("w2", "h2", offsets={T0: -1, T1: 3}),
+    }
+    lags = lags_from(reports, ends, lambda t: parts[t])
+    assert lags == {"m1": {T0: 10, T1: 0}, "m2": {T0: UNKNOWN_LAG, T1: UNKNOWN_LAG}}  # cl-b/1 end unknown
+    assert lags_from(reports, None, lambda t: parts[t])["m1"] == {T0: 0, T1: 0}
+    # no state at all: as far behind as the changelogs are long (caught up while they are empty)
+    fresh = {"m3": Subscription("w3", "h3")}
+    assert lags_from(fresh, ends, lambda t: parts[t], [T0, T1]) == {"m3": {T0: 150}}
+    assert lags_from(fresh, None, lambda t: parts[t], [T0, T1]) == {"m3": {}}

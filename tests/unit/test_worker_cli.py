@@ -1,0 +1,126 @@
+"""`baton run`: its flags and BATON_* variables reach WorkerConfig under the config's own names."""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from baton.worker import cli
+from baton.worker.config import WorkerConfig, env_var
+
+pytestmark = pytest.mark.unit
+
+ASSIGNOR_SETTINGS = (
+    "num_standby_replicas",
+    "acceptable_recovery_lag",
+    "max_warmup_replicas",
+    "probing_rebalance_interval_ms",
+)
+
+
+def _options() -> dict[str, click.Parameter]:
+    return {p.name: p for p in cli.run.params if p.name is not None}
+
+
+def test_every_option_is_a_worker_setting_read_from_its_variable() -> None:
+    for name, param in _options().items():
+        assert name in WorkerConfig.model_fields, f"--{name} is not a WorkerConfig field"
+        # -X takes key=value pairs; BATON_KAFKA_CONFIG (JSON) is read by WorkerConfig itself.
+        assert param.envvar in (env_var(name), None if name == "kafka_config" else ""), name
+
+
+@pytest.mark.parametrize("field", ASSIGNOR_SETTINGS)
+def test_assignor_settings_have_flags(field: str) -> None:
+    param = _options()[field]
+    assert isinstance(param, click.Option)
+    assert param.opts == ["--" + field.replace("_", "-")]
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, WorkerConfig]:
+    """Run `baton run` up to the Worker, which records its config instead of running."""
+    seen: dict[str, WorkerConfig] = {}
+
+    class FakeWorker:
+        def __init__(self, config: WorkerConfig, _built: Any) -> None:
+            seen["config"] = config
+
+        def run(self) -> int:
+            return 0
+
+    fake_runtime = types.ModuleType("baton.worker.runtime")
+    fake_runtime.Worker = FakeWorker  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "baton.worker.runtime", fake_runtime)
+    monkeypatch.setattr("baton.worker.loader.load", lambda _target: None)
+    monkeypatch.setattr("baton.worker.logs.setup", lambda _app: None)
+    for name in list(os.environ):
+        if name.startswith("BATON_"):
+            monkeypatch.delenv(name)
+    return seen
+
+
+BASE = ["examples.click_counter:topology", "--bootstrap-servers", "k:9092", "--application-id", "clicks"]
+
+
+def _invoke(args: list[str], env: dict[str, str] | None = None) -> Any:
+    return CliRunner().invoke(cli.run, args, env=env, catch_exceptions=False)
+
+
+def test_defaults_are_the_worker_configs(captured: dict[str, WorkerConfig]) -> None:
+    result = _invoke(BASE)
+    assert result.exit_code == 0, result.output
+    config = captured["config"]
+    assert config.acceptable_recovery_lag == 10_000
+    assert config.max_warmup_replicas == 2
+    assert config.probing_rebalance_interval_ms == 600_000
+
+
+def test_flags_reach_the_config(captured: dict[str, WorkerConfig]) -> None:
+    result = _invoke([
+        *BASE,
+        "--num-standby-replicas", "1",
+        "--acceptable-recovery-lag", "0",
+        "--max-warmup-replicas", "4",
+        "--probing-rebalance-interval-ms", "5000",
+    ])
+    assert result.exit_code == 0, result.output
+    config = captured["config"]
+    assert config.num_standby_replicas == 1
+    assert config.acceptable_recovery_lag == 0
+    assert config.max_warmup_replicas == 4
+    assert config.probing_rebalance_interval_ms == 5000
+
+
+def test_variables_reach_the_config_and_flags_win(captured: dict[str, WorkerConfig]) -> None:
+    env = {
+        "BATON_ACCEPTABLE_RECOVERY_LAG": "250",
+        "BATON_MAX_WARMUP_REPLICAS": "3",
+        "BATON_PROBING_REBALANCE_INTERVAL_MS": "60000",
+    }
+    result = _invoke([*BASE, "--max-warmup-replicas", "5"], env=env)
+    assert result.exit_code == 0, result.output
+    config = captured["config"]
+    assert config.acceptable_recovery_lag == 250
+    assert config.max_warmup_replicas == 5
+    assert config.probing_rebalance_interval_ms == 60_000
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--acceptable-recovery-lag", "-1"),
+        ("--max-warmup-replicas", "0"),
+        ("--probing-rebalance-interval-ms", "999"),
+    ],
+)
+def test_out_of_range_values_are_usage_errors(captured: dict[str, WorkerConfig], flag: str, value: str) -> None:
+    result = _invoke([*BASE, flag, value])
+    assert result.exit_code == 2, result.output
+    assert flag.removeprefix("--").replace("-", "_") in result.output
+    assert "config" not in captured
