@@ -36,7 +36,7 @@ from kafka import KafkaConsumer
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor, RebalanceProtocol
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
-from kafka.structs import OffsetAndMetadata
+from kafka.structs import MemberState, OffsetAndMetadata
 from kafka.structs import TopicPartition as KTopicPartition
 
 from baton.worker.assignment import assignor
@@ -48,6 +48,7 @@ log = logging.getLogger("baton.worker.membership")
 
 TP = tuple[str, int]
 REVOKE_WAIT_SECONDS = 60.0  # a revocation waits this long for the processing thread's commit
+ENDS_REFRESH_SECONDS = 2.0  # how stale the changelog ends behind the leader's lags may be
 
 
 @dataclass(frozen=True)
@@ -226,24 +227,32 @@ class Membership(threading.Thread):
         self._consumer: KafkaConsumer | None = None
         self._started = threading.Event()
         self._error: BaseException | None = None
+        self._ends: dict[TP, int] | None = None  # changelog end offsets, refreshed between polls
 
     # -- lifecycle ---------------------------------------------------------------------------
+    def _connect(self) -> KafkaConsumer:
+        consumer = KafkaConsumer(
+            group_id=self.settings.group_id,
+            group_instance_id=self.settings.instance_id,
+            partition_assignment_strategy=[TaskAssignor(self)],
+            enable_auto_commit=False,
+            **self._client_config,
+        )
+        self._consumer = consumer
+        consumer.subscribe(sorted(self.settings.topic_to_sub), listener=_Listener(self))
+        return consumer
+
     def run(self) -> None:
         try:
-            consumer = KafkaConsumer(
-                group_id=self.settings.group_id,
-                group_instance_id=self.settings.instance_id,
-                partition_assignment_strategy=[TaskAssignor(self)],
-                enable_auto_commit=False,
-                **self._client_config,
-            )
-            self._consumer = consumer
-            consumer.subscribe(sorted(self.settings.topic_to_sub), listener=_Listener(self))
+            consumer = self._connect()
+            self._refresh_ends(consumer)
         except BaseException as exc:
             self._error = exc
             self._started.set()
             raise
         self._started.set()
+        unstable_since: float | None = None
+        next_ends = 0.0
         try:
             while not self._stopping.is_set():
                 consumer.poll(timeout_ms=100, max_records=1)  # drives the group; any record is dropped
@@ -254,6 +263,17 @@ class Membership(threading.Thread):
                     consumer.pause(*unpaused)
                 self._run_commits(consumer)
                 self._maybe_probe(consumer)
+                now = time.monotonic()
+                if now >= next_ends:
+                    next_ends = now + ENDS_REFRESH_SECONDS
+                    self._refresh_ends(consumer)
+                if consumer.group_metadata().state == MemberState.STABLE:
+                    unstable_since = None
+                elif unstable_since is None:
+                    unstable_since = now
+                elif now - unstable_since > self._stuck_after:
+                    consumer = self._reconnect(consumer, now - unstable_since)
+                    unstable_since = None
         except BaseException as exc:
             self._error = exc
             log.exception("group membership failed")
@@ -263,6 +283,48 @@ class Membership(threading.Thread):
                 consumer.close(autocommit=False, timeout_ms=5000)
             except Exception as exc:
                 log.info("closing the membership client failed", extra={"error": str(exc)})
+
+    @property
+    def _stuck_after(self) -> float:
+        """A rebalance takes at most a session timeout (a dead member's) plus a few heartbeats."""
+        session = float(self._client_config.get("session_timeout_ms", 45_000)) / 1000
+        return max(30.0, 3 * session)
+
+    def _reconnect(self, consumer: KafkaConsumer, stuck: float) -> KafkaConsumer:
+        """The member stayed out of a stable group far longer than any rebalance takes: start over.
+
+        Seen with kafka-python 3.0: a leader whose SyncGroup response never arrived waited out
+        the rebalance timeout while the broker, not hearing it, expired its session. Its
+        partitions are handed back as lost (their uncommitted work is aborted, the broker
+        fences any late commit) and a new client joins under the same instance id.
+        """
+        log.error(
+            "group membership stuck outside a stable group; reconnecting",
+            extra={"group": self.settings.group_id, "seconds": round(stuck, 1)},
+        )
+        if self._owned:
+            self.partitions_lost([KTopicPartition(t, p) for t, p in sorted(self._owned)])
+        self._roles = Roles()
+        try:
+            consumer.close(autocommit=False, timeout_ms=2000)
+        except Exception as exc:
+            log.info("closing the stuck membership client failed", extra={"error": str(exc)})
+        return self._connect()
+
+    def _refresh_ends(self, consumer: KafkaConsumer) -> None:
+        """Changelog end offsets, read here between polls so the leader's assignment does no I/O."""
+        s = self.settings
+        wanted: list[TP] = []
+        for topic, sub in sorted(s.topic_to_sub.items()):
+            if sub not in s.stateful_subs:
+                continue
+            for p in sorted(consumer.partitions_for_topic(topic) or ()):
+                wanted.extend(s.state_partitions(TaskId(sub, p)))
+        if not wanted:
+            return
+        ends = self._end_offsets(sorted(set(wanted)))
+        if ends is not None:
+            self._ends = ends
 
     def wait_started(self, timeout: float = 60.0) -> None:
         if not self._started.wait(timeout):
@@ -372,7 +434,8 @@ class Membership(threading.Thread):
         tasks = set(partitions)
         stateful = {t for t in tasks if t.subtopology in s.stateful_subs}
         wanted = sorted({tp for t in stateful for tp in s.state_partitions(t)})
-        ends = self._end_offsets(wanted) if wanted else {}
+        cached = self._ends
+        ends = None if cached is None else {tp: cached[tp] for tp in wanted if tp in cached}
         lags = lags_from(reports, ends, s.state_partitions, sorted(stateful))
         member_reports = [
             MemberReport(
