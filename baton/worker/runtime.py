@@ -94,6 +94,7 @@ class Worker:
         self.http_port: int | None = None
         # standbys and warmups: this member's roles from the latest assignment, applied when dirty
         self._roles = Roles()
+        self._owned: set[tuple[str, int]] = set()
         self._placement_dirty = False
         self._next_cleanup = 0.0
         # task -> offset sum of its local stores, published for the membership thread's reports
@@ -441,6 +442,7 @@ class Worker:
     def _roles_changed(self, event: RolesChanged) -> None:
         roles = event.roles
         self._joined = True
+        self._owned = set(event.owned)  # ready only once these are tasks here (Assigned follows)
         self._roles = roles
         self._placement_dirty = True
         self._assignment_version += 1  # a flip in preparation must report for this generation
@@ -701,6 +703,7 @@ class Worker:
         """Partitions lost without a clean revoke: their uncommitted work must not be committed by us."""
         self.metrics.rebalances.labels("lost").inc()
         log.warning("partitions lost", extra={"partitions": partitions})
+        self._owned -= set(partitions)
         self._placement_dirty = True
         self._assignment_version += 1
         self.guarantee.abort()
@@ -751,7 +754,9 @@ class Worker:
         return time.monotonic() - self._heartbeat < max(30.0, 3 * self.config.effective_commit_interval_ms / 1000)
 
     def _is_ready(self) -> bool:
-        return self._joined and not self._restores and self._failed is None and not self._stop.is_set()
+        """Joined, every partition of the latest assignment applied, and every task restored."""
+        return (self._joined and self._owned <= set(self.active) and not self._restores and self._failed is None
+                and not self._stop.is_set())
 
 
 _CONSUMER_ONLY = {"session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms", "fetch.min.bytes",

@@ -71,6 +71,7 @@ class Lost:
 class RolesChanged:
     generation: int
     roles: Roles
+    owned: frozenset[TP] = frozenset()  # the partitions this assignment leaves the member (Assigned follows)
 
 
 Event = Assigned | Revoked | Lost | RolesChanged
@@ -501,7 +502,8 @@ class Membership(threading.Thread):
             log.error("assignment user data unreadable; hosting no standbys", extra={"error": str(exc)})
             roles = Roles()
         self._roles = roles
-        self.events.put(RolesChanged(generation, roles))
+        owned = frozenset((tp.topic, tp.partition) for tp in assignment.partitions())
+        self.events.put(RolesChanged(generation, roles, owned))
 
     def partitions_revoked(self, revoked: Collection[KTopicPartition]) -> None:
         tps = sorted((tp.topic, tp.partition) for tp in revoked)
