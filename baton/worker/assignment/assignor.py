@@ -134,15 +134,16 @@ class _Plan:
     def _move_to_caught_up(self) -> None:
         """Moves from an overloaded member to an underloaded one that is caught up: free, like a promotion.
 
-        Orphans go first: they have not started on the member just chosen for them, whereas
-        moving a task its previous owner still runs means revoking it. But in a first pass an
-        orphan only moves to a copy at least as fresh as the one it was given (its least-lag
-        holder): a dead member's task is promoted from its standby, and a running task whose
-        standby is caught up makes room instead. Only what that cannot balance moves in a
+        Two passes. The first moves a task only to a copy at least as fresh as where it is
+        (a running task: a standby at lag 0; an orphan: a copy no staler than its least-lag
+        holder), so a dead member's task is promoted from its standby and a running task
+        whose standby is current makes room. Only what that cannot balance moves in the
         second pass to any caught-up member ("caught up" may mean a member with no state at
-        all while the changelog is shorter than acceptable.recovery.lag). Within a pass, the
-        tasks with the fewest possible destinations go first, so a flexible task does not
-        take the only destination of another one (which would then need a warmup).
+        all while the changelog is shorter than acceptable.recovery.lag): without the first
+        pass, an orphan and a running task could swap members for no gain, and every swap is
+        a revocation. Within a pass orphans go first (they have not started yet), then the
+        tasks with the fewest destinations, so a flexible task does not take the only
+        destination of another one (which would then need a warmup).
         """
         for fresh_only in (True, False):
             options: list[tuple[bool, int, TaskId, list[int]]] = []
@@ -150,7 +151,7 @@ class _Plan:
                 o = self.owner[t]
                 if self._over(o):
                     dests = [u for u in self.caught.get(t, ()) if self._under(u)]
-                    if fresh_only and self.previous.get(t) != o:
+                    if fresh_only:
                         dests = [u for u in dests if self.lag_of(u, t) <= self.lag_of(o, t)]
                     if dests:
                         options.append((self.previous.get(t) == o, len(dests), t, dests))

@@ -48,6 +48,7 @@ log = logging.getLogger("baton.worker.membership")
 
 TP = tuple[str, int]
 REVOKE_WAIT_SECONDS = 60.0  # a revocation waits this long for the processing thread's commit
+FOLLOWUP_SECONDS = 3.0  # how long withheld actives may take to arrive before this member rebalances
 ENDS_REFRESH_SECONDS = 2.0  # how stale the changelog ends behind the leader's lags may be
 
 
@@ -229,6 +230,7 @@ class Membership(threading.Thread):
         self._started = threading.Event()
         self._error: BaseException | None = None
         self._ends: dict[TP, int] | None = None  # changelog end offsets, refreshed between polls
+        self._followup_at: float | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _connect(self) -> KafkaConsumer:
@@ -264,6 +266,7 @@ class Membership(threading.Thread):
                     consumer.pause(*unpaused)
                 self._run_commits(consumer)
                 self._maybe_probe(consumer)
+                self._maybe_follow_up(consumer)
                 now = time.monotonic()
                 if now >= next_ends:
                     next_ends = now + ENDS_REFRESH_SECONDS
@@ -379,6 +382,16 @@ class Membership(threading.Thread):
             except queue.Empty:
                 return
             future.set_exception(RuntimeError("group membership stopped"))
+
+    def _maybe_follow_up(self, consumer: KafkaConsumer) -> None:
+        if self._followup_at is None or time.monotonic() < self._followup_at:
+            return
+        self._followup_at = None
+        log.info(
+            "actives still held back by their previous owner; rebalancing",
+            extra={"group": self.settings.group_id},
+        )
+        consumer._coordinator.request_rejoin()
 
     def _maybe_probe(self, consumer: KafkaConsumer) -> None:
         if self._probe_at is None or time.monotonic() < self._probe_at:
@@ -504,6 +517,11 @@ class Membership(threading.Thread):
         self._roles = roles
         owned = frozenset((tp.topic, tp.partition) for tp in assignment.partitions())
         self.events.put(RolesChanged(generation, roles, owned))
+        held_back = roles.active - set(tasks_for(sorted(owned), dict(self.settings.topic_to_sub)))
+        # actives withheld until their current owner releases them: that owner's rejoin normally
+        # brings them one rebalance later, but an owner that died, or restarted within the session
+        # (static membership hands it its stored assignment), never rejoins, so ask ourselves
+        self._followup_at = time.monotonic() + FOLLOWUP_SECONDS if held_back else None
 
     def partitions_revoked(self, revoked: Collection[KTopicPartition]) -> None:
         tps = sorted((tp.topic, tp.partition) for tp in revoked)
