@@ -451,6 +451,14 @@ class GroupOverTime(RuleBasedStateMachine):
       there instead. Reproduction: ``start(config=AssignorConfig(1, 0, 1), partitions=[1, 6,
       0], stateful_subs={0, 1}, hosts=['pod-0', 'pod-0', 'pod-1'])``, ``converge()``,
       ``leave(which=0)``.
+    * after the real broker showed orphans moved on from their standby holder to members with
+      no state (see ``test_an_orphan_stays_on_its_freshest_copy_...``), a version that never
+      moved an orphan to a staler copy left a group of two unbalanced ([2, 0]) with everybody
+      caught up: 3,000 examples, ``start(config=AssignorConfig(num_standby_replicas=1,
+      acceptable_recovery_lag=100, max_warmup_replicas=1), partitions=[0, 0, 0],
+      stateful_subs=set(), hosts=['pod-0', 'pod-0'])``, then ``change_tasks(flip_stateful=True,
+      partitions=2, sub=0)`` after some ``time_passes``. Balance moves now run in two passes:
+      fresher-or-equal copies first, any caught-up member second.
     """
 
     def __init__(self) -> None:
