@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from baton.operator import deploy, flips, rolling, topics
+from baton.operator import coverage, deploy, flips, rolling, topics
 from baton.operator.builders import desired_objects
 from baton.operator.builders.common import selector_string
 from baton.operator.builders.desired import ColorRun, color_runs
@@ -100,6 +100,7 @@ class KafkaView:
 
     topics: dict[str, str] = field(default_factory=dict)
     lag: dict[str, int] = field(default_factory=dict)  # application id (with generation) -> lag
+    standbys: dict[str, dict[str, int]] = field(default_factory=dict)  # application id -> status.standbys
     control: flips.ControlState | None = None
     extra: dict[str, str] = field(default_factory=dict)  # client security settings for flips
 
@@ -123,6 +124,7 @@ def _observe_kafka(kube: Kube, app: StreamApp, body: dict[str, Any], events: Eve
         return KafkaView(topics={"message": why_not or ""})
     result: dict[str, str] = {}
     lag: dict[str, int] = {}
+    standbys: dict[str, dict[str, int]] = {}
     control = None
     extra = flips.client_extra(config)
     try:
@@ -133,17 +135,29 @@ def _observe_kafka(kube: Kube, app: StreamApp, body: dict[str, Any], events: Eve
             ):
                 events(body, "Normal", "TopicCreated", f"created control topic {app.control_topic}")
             result["control"] = app.control_topic
-        for app_id in _application_ids(app, body.get("status") or {}):
+        app_ids = _application_ids(app, body.get("status") or {})
+        for app_id in app_ids:
             value = topics.consumer_lag(admin, app_id)
             if value is not None:
                 lag[app_id] = value
+        standbys = _coverage(config, app_ids)
         if app.spec.upgrade.strategy == "BlueGreen":
             control = flips.read_state(app.spec.kafka.bootstrap_servers, app.control_topic, extra)
     except topics.KafkaUnavailableError as exc:
         result["message"] = f"Kafka: {exc}"
     except Exception as exc:
         result["message"] = f"Kafka: {exc}"
-    return KafkaView(result, lag, control, extra)
+    return KafkaView(result, lag, standbys, control, extra)
+
+
+def _coverage(config: dict[str, Any], app_ids: list[str]) -> dict[str, dict[str, int]]:
+    """The groups' standby coverage for the status; what cannot be read is left out (never raises)."""
+    try:
+        found = coverage.read_coverages(config, app_ids)
+    except Exception as exc:  # kafka-python's errors, a broker going away: the status just omits it
+        log.info("standby coverage not read", extra={"groups": app_ids, "error": str(exc)})
+        return {}
+    return {app_id: coverage.as_status(c) for app_id, c in found.items()}
 
 
 def _flag(body: dict[str, Any], key: str) -> bool:
@@ -294,6 +308,7 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
         active_color=plan.active if plan is not None else previous.get("activeColor") or app.colors[0],
         error=outcome.error,
         lag={c: v for c, v in lag.items() if v is not None},
+        standbys=_standbys(app, plan.record if plan is not None else record, view, previous),
         topics=view.topics if view is not None else {},
     )
     extra: dict[str, Any] = {}
@@ -310,18 +325,39 @@ def _lag(
     app: StreamApp, record: DeployRecord | None, view: KafkaView | None, previous: dict[str, Any]
 ) -> dict[Color, int | None]:
     """Each color's lag under the application id it runs now (fresh, else as last written)."""
-    out: dict[Color, int | None] = {}
+    fresh = view.lag if view is not None and "message" not in view.topics else None
+    return {
+        c: int(v) if v is not None else None
+        for c, v in _by_color(app, record, fresh, previous, "lag").items()
+    }
+
+
+def _standbys(
+    app: StreamApp, record: DeployRecord | None, view: KafkaView | None, previous: dict[str, Any]
+) -> dict[Color, dict[str, int]]:
+    """Each color's standby coverage under the application id it runs now (fresh, else as last written)."""
+    fresh = view.standbys if view is not None and "message" not in view.topics else None
+    return {c: v for c, v in _by_color(app, record, fresh, previous, "standbys").items() if v is not None}
+
+
+def _by_color(
+    app: StreamApp,
+    record: DeployRecord | None,
+    fresh: Mapping[str, Any] | None,
+    previous: dict[str, Any],
+    key: str,
+) -> dict[Color, Any]:
+    """A per-application-id value for each color: read this pass, else what the status held for that id."""
+    out: dict[Color, Any] = {}
     colors_before = previous.get("colors") or {}
     for color in app.colors:
         gen = record.colors[color].generation if record is not None and color in record.colors else 0
         app_id = app.color_application_id(color, gen)
-        if view is not None and "message" not in view.topics:
-            out[color] = view.lag.get(app_id)
+        if fresh is not None:
+            out[color] = fresh.get(app_id)
         else:
             before = colors_before.get(color) or {}
-            out[color] = (
-                int(before["lag"]) if before.get("applicationId") == app_id and "lag" in before else None
-            )
+            out[color] = before.get(key) if before.get("applicationId") == app_id else None
     return out
 
 

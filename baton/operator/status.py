@@ -25,6 +25,7 @@ class Observed:
     statefulsets: dict[Color, dict[str, Any] | None]
     active_color: Color = "blue"
     lag: dict[Color, int] = field(default_factory=dict)
+    standbys: dict[Color, dict[str, int]] = field(default_factory=dict)  # see baton.operator.coverage
     error: str | None = None  # a spec the cluster refused, or a failure the operator cannot fix
     topics: dict[str, str] = field(default_factory=dict)
 
@@ -88,7 +89,9 @@ def _color_status(
     color: Color,
     sts: dict[str, Any] | None,
     lag: int | None,
+    *,
     generation: int = 0,
+    standbys: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     status = (sts or {}).get("status") or {}
     out: dict[str, Any] = {
@@ -102,6 +105,8 @@ def _color_status(
     }
     if lag is not None:
         out["lag"] = lag
+    if standbys is not None:
+        out["standbys"] = dict(standbys)
     return out
 
 
@@ -169,7 +174,14 @@ def compute_status(  # noqa: PLR0917 (one input per part of the status)
     active = active if active in app.colors else app.colors[0]
     gens = generations or {}
     colors = {
-        c: _color_status(app, c, observed.statefulsets.get(c), observed.lag.get(c), gens.get(c, 0))
+        c: _color_status(
+            app,
+            c,
+            observed.statefulsets.get(c),
+            observed.lag.get(c),
+            generation=gens.get(c, 0),
+            standbys=observed.standbys.get(c),
+        )
         for c in app.colors
     }
     status: dict[str, Any] = {
@@ -186,6 +198,8 @@ def compute_status(  # noqa: PLR0917 (one input per part of the status)
     }
     if active in observed.lag:
         status["lag"] = observed.lag[active]
+    if active in observed.standbys:
+        status["standbys"] = dict(observed.standbys[active])
     if observed.topics:
         status["topics"] = dict(observed.topics)
     return status

@@ -645,13 +645,15 @@ class Worker:
         if promoted is not None:
             self._prune_standby_lag()
         stores = promoted if promoted is not None else self._open_stores(task_id)
-        if promoted is not None:
+        warm = any(store.checkpoint() is not None for store in stores.values())
+        if promoted is not None and warm:
             kind = "promoted"
-        elif any(store.checkpoint() is not None for store in stores.values()):
+        elif warm:
             kind = "resumed"  # a folder left here earlier: only the changelog after its checkpoint
         else:
-            kind = "restored"
+            kind = "restored"  # from scratch (a standby placed a moment ago holds nothing yet either)
         self.metrics.task_starts.labels(kind).inc()
+        log.info("active task started", extra={"task": str(task_id), "partition": task_id.partition, "kind": kind})
         task = Task(task_id, sub, application_id=self.app, stores=stores, send=self.output.send, gate=self.gate,
                     caching=self.config.write_cache, dead_letter=self._dead_letter)
         self.tasks[task_id] = task

@@ -25,6 +25,8 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from baton.operator.coverage import read_coverage
+from baton.worker.assignment.model import StandbyCoverage
 from baton.worker.standby_testing import (
     EXAMPLE,
     clicks,
@@ -110,6 +112,11 @@ def test_failover_restores_the_tail_with_a_standby_and_everything_without(  # no
             wait_for(placed, 60, "standbys not placed and caught up", 0.5)
             holders = {p: name for name, w in workers.items() for p in hosted_standbys(w)}
             assert all(holders[p] != victim for p in moved)
+        # what the operator shows (status.standbys), read from the group on the broker: the group
+        # formed on empty changelogs, so every standby counted as caught up
+        client = {"bootstrap.servers": kafka_bootstrap}
+        with_standby = PARTITIONS if standbys else 0
+        assert read_coverage(client, unique_name) == StandbyCoverage(PARTITIONS, with_standby, with_standby)
 
         survivors = {n: w for n, w in workers.items() if n != victim}
         seen = {n: len(w.logs()) for n, w in survivors.items()}  # what follows is the failover
@@ -125,6 +132,14 @@ def test_failover_restores_the_tail_with_a_standby_and_everything_without(  # no
             return late_keys <= {r.key for r in read_all(kafka_bootstrap, sink, start=ends)}
 
         wait_for(resumed, 90, "the dead worker's partitions did not resume", 1)
+        if standbys:
+            after_kill = read_coverage(client, unique_name)
+            assert after_kill is not None and after_kill.with_standby == PARTITIONS, after_kill
+            if KEYS // PARTITIONS > 10_000:  # a changelog partition is longer than acceptable.recovery.lag
+                # the promoted tasks' new standbys start from nothing: not counted caught up yet
+                assert after_kill.caught_up < PARTITIONS, after_kill
+            else:  # a member with no state is within the acceptable lag of so short a changelog
+                assert after_kill.caught_up == PARTITIONS, after_kill
 
         changelog_records = read_all(kafka_bootstrap, changelog)
         promoted = 0

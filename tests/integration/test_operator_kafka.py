@@ -11,6 +11,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
+from baton.worker.standby_testing import EXAMPLE
+from baton.worker.testing import WorkerProcess
 from tests.integration.test_operator_harness import (
     KubectlFn,
     OperatorProcess,
@@ -135,3 +137,62 @@ def test_unreachable_kafka_does_not_block_kubernetes(
         timeout=60,
     )
     assert "Kafka" in message
+
+
+def test_status_shows_how_many_tasks_have_a_caught_up_standby(  # noqa: PLR0917 (fixtures)
+    operator: Callable[..., OperatorProcess],
+    kubectl: KubectlFn,
+    namespace: str,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    """Two real workers form the blue group; the operator reads the leader's count from the broker."""
+    app_id = unique_name
+    partitions = 4
+    env = {
+        "CLICKS_TOPIC": new_topic(partitions, name=f"{app_id}-clicks"),
+        "COUNTS_TOPIC": new_topic(partitions, name=f"{app_id}-counts"),
+    }
+    workers = [
+        WorkerProcess(
+            EXAMPLE,
+            bootstrap=kafka_bootstrap,
+            application_id=f"{app_id}-blue",
+            state_dir=tmp_path / f"s{i}",
+            log_path=tmp_path / f"w{i}.log",
+            instance_id=f"w{i}",
+            env=env,
+            extra_args=["--num-standby-replicas", "1"],
+        ).start()
+        for i in range(2)
+    ]
+    try:
+        for w in workers:
+            w.wait_ready(60)
+        operator()
+        apply(
+            kubectl,
+            example_manifest(
+                namespace,
+                applicationId=app_id,
+                kafka={"bootstrapServers": kafka_bootstrap, "replicationFactor": 1},
+            ),
+        )
+
+        def standbys() -> Any:
+            status = get_json(kubectl, "sapp", "click-counter", "-n", namespace).get("status", {})
+            return status.get("standbys")
+
+        want = {"tasks": partitions, "withStandby": partitions, "caughtUp": partitions}
+        try:
+            wait_for("standby coverage in status", lambda: standbys() == want, timeout=60)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; status.standbys is {standbys()}") from None
+        header, row = kubectl("get", "sapp", "click-counter", "-n", namespace).stdout.splitlines()[:2]
+        column = header.index("WARM-STANDBYS")  # cells start where their header does
+        assert row[column:].split()[0] == str(partitions), (header, row)
+    finally:
+        for w in workers:
+            w.stop(30)

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from baton.worker.assignment.membership import kafka_python_config, lags_from
-from baton.worker.assignment.model import UNKNOWN_LAG
+from baton.worker.assignment.model import UNKNOWN_LAG, StandbyCoverage
 from baton.worker.assignment.wire import (
     RUNNING,
     BadUserData,
@@ -37,9 +37,14 @@ def test_subscription_and_roles_round_trip() -> None:
         active=frozenset({T0}), standby=frozenset({T1}), warmup=frozenset({T2}), probe_after_ms=5000
     )
     assert Roles.decode(roles.encode()) == roles
+    covered = Roles(active=frozenset({T0}), coverage=StandbyCoverage(tasks=3, with_standby=3, caught_up=2))
+    assert Roles.decode(covered.encode()) == covered
+    assert Roles.decode(b'{"v": 1}').coverage is None  # a worker from before coverage was reported
 
 
-@pytest.mark.parametrize("data", [None, b"", b"not json", b"[]", b'{"v": 99}', b'{"active": []}'])
+@pytest.mark.parametrize(
+    "data", [None, b"", b"not json", b"[]", b'{"v": 99}', b'{"active": []}', b'{"v": 1, "coverage": 3}']
+)
 def test_unreadable_user_data_is_refused_with_a_reason(data: bytes | None) -> None:
     with pytest.raises(BadUserData):
         Roles.decode(data)

@@ -18,7 +18,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection, Sequence
 
-from baton.worker.assignment.model import AssignorConfig, GroupAssignment, MemberAssignment, MemberReport
+from baton.worker.assignment.model import (
+    AssignorConfig,
+    GroupAssignment,
+    MemberAssignment,
+    MemberReport,
+    StandbyCoverage,
+)
 from baton.worker.naming import TaskId
 
 NO_STATE = sys.maxsize  # the lag of a member that would restore a task from scratch: worse than any lag
@@ -43,7 +49,9 @@ def assign(
     plan.place_actives()
     plan.place_standbys()
     probing = plan.place_warmups()
-    return GroupAssignment(members=plan.result(), probing=probing)
+    coverage = plan.coverage()
+    probing = probing or coverage.caught_up < coverage.with_standby
+    return GroupAssignment(members=plan.result(), probing=probing, coverage=coverage)
 
 
 class _Plan:
@@ -284,6 +292,14 @@ class _Plan:
             vcount[o] -= 1
             vcount[u] += 1
         return pending or any(self.warmup)
+
+    def coverage(self) -> StandbyCoverage:
+        holders = {t: [u for u in range(self.n) if t in self.standby[u]] for t in self.stateful_tasks}
+        return StandbyCoverage(
+            tasks=len(self.stateful_tasks),
+            with_standby=sum(1 for us in holders.values() if us),
+            caught_up=sum(1 for t, us in holders.items() if any(self.is_caught_up(u, t) for u in us)),
+        )
 
     def result(self) -> dict[str, MemberAssignment]:
         active: list[set[TaskId]] = [set() for _ in self.members]

@@ -48,7 +48,8 @@ log = logging.getLogger("baton.worker.membership")
 
 TP = tuple[str, int]
 REVOKE_WAIT_SECONDS = 60.0  # a revocation waits this long for the processing thread's commit
-FOLLOWUP_SECONDS = 3.0  # how long withheld actives may take to arrive before this member rebalances
+FOLLOWUP_SECONDS = 3.0  # how long withheld actives may take to arrive before this member rebalances again
+FIRST_FOLLOWUP_SECONDS = 0.05  # the first time: the receiver rejoins at once (see assignment_received)
 ENDS_REFRESH_SECONDS = 2.0  # how stale the changelog ends behind the leader's lags may be
 
 
@@ -231,6 +232,7 @@ class Membership(threading.Thread):
         self._error: BaseException | None = None
         self._ends: dict[TP, int] | None = None  # changelog end offsets, refreshed between polls
         self._followup_at: float | None = None
+        self._followups = 0  # follow-up rebalances in a row for actives still held back
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _connect(self) -> KafkaConsumer:
@@ -482,6 +484,7 @@ class Membership(threading.Thread):
                 standby=roles.standby if roles else frozenset(),
                 warmup=roles.warmup if roles else frozenset(),
                 probe_after_ms=probe_after,
+                coverage=decided.coverage,
             )
             a_tp = ConsumerProtocolAssignment.TopicPartition
             out[mid] = ConsumerProtocolAssignment(
@@ -502,6 +505,8 @@ class Membership(threading.Thread):
                 "moving": moving,
                 "warmups": sum(len(r.warmup) for r in decided.members.values()),
                 "standbys": sum(len(r.standby) for r in decided.members.values()),
+                "caught_up_standbys": decided.coverage.caught_up,
+                "probing": decided.probing,
                 "end_offsets": "unknown" if ends is None else len(ends),
                 "seconds": round(time.monotonic() - started, 3),
             },
@@ -518,10 +523,21 @@ class Membership(threading.Thread):
         owned = frozenset((tp.topic, tp.partition) for tp in assignment.partitions())
         self.events.put(RolesChanged(generation, roles, owned))
         held_back = roles.active - set(tasks_for(sorted(owned), dict(self.settings.topic_to_sub)))
-        # actives withheld until their current owner releases them: that owner's rejoin normally
-        # brings them one rebalance later, but an owner that died, or restarted within the session
-        # (static membership hands it its stored assignment), never rejoins, so ask ourselves
-        self._followup_at = time.monotonic() + FOLLOWUP_SECONDS if held_back else None
+        # Actives withheld until their current owner releases them arrive one rebalance later.
+        # Their owner rejoins once it has released them, but the other members only hear of
+        # that rebalance at their next heartbeat, and the partition's output pauses meanwhile
+        # (a heartbeat interval, measured in bench/scaleout.py). The receiver knows that
+        # rebalance is coming, so it joins it at once: the coordinator still waits for the
+        # owner's JoinGroup, which is sent only after the release. An owner that died, or
+        # restarted within the session (static membership hands it its stored assignment),
+        # never rejoins by itself: the same rejoin covers it. Should the actives still be
+        # held back after that, the next follow-up waits FOLLOWUP_SECONDS (no rebalance storm).
+        if not held_back:
+            self._followup_at, self._followups = None, 0
+            return
+        delay = FIRST_FOLLOWUP_SECONDS if self._followups == 0 else FOLLOWUP_SECONDS
+        self._followups += 1
+        self._followup_at = time.monotonic() + delay
 
     def partitions_revoked(self, revoked: Collection[KTopicPartition]) -> None:
         tps = sorted((tp.topic, tp.partition) for tp in revoked)

@@ -51,8 +51,24 @@ class MemberAssignment:
 
 
 @dataclass(frozen=True)
+class StandbyCoverage:
+    """How many stateful tasks could fail over by promotion, as the leader saw the group.
+
+    ``caught_up`` counts the tasks with a standby on a member within acceptable.recovery.lag
+    of the changelog: if the active's member dies now, the task resumes there at once. The
+    operator reports it (``status.standbys``); it is as fresh as the last rebalance.
+    """
+
+    tasks: int = 0
+    with_standby: int = 0
+    caught_up: int = 0
+
+
+@dataclass(frozen=True)
 class GroupAssignment:
-    """The leader's decision. ``probing`` asks for a probing rebalance: warmups are out."""
+    """The leader's decision. ``probing`` asks for a probing rebalance: warmups are out, or a
+    standby is still catching up (so that the coverage the operator shows converges)."""
 
     members: Mapping[str, MemberAssignment]
     probing: bool = False
+    coverage: StandbyCoverage = StandbyCoverage()

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from baton.worker.assignment.model import StandbyCoverage
 from baton.worker.naming import TaskId
 
 VERSION = 1
@@ -97,27 +98,40 @@ class Roles:
     standby: frozenset[TaskId] = frozenset()
     warmup: frozenset[TaskId] = frozenset()
     probe_after_ms: int | None = None  # warmups are running: the leader rebalances again after this long
+    coverage: StandbyCoverage | None = None  # the whole group's, the same in every member's roles
 
     def encode(self) -> bytes:
-        return orjson.dumps(
-            {
-                "v": VERSION,
-                "active": _tasks(self.active),
-                "standby": _tasks(self.standby),
-                "warmup": _tasks(self.warmup),
-                "probe_after_ms": self.probe_after_ms,
-            }
-        )
+        doc: dict[str, object] = {
+            "v": VERSION,
+            "active": _tasks(self.active),
+            "standby": _tasks(self.standby),
+            "warmup": _tasks(self.warmup),
+            "probe_after_ms": self.probe_after_ms,
+        }
+        if self.coverage is not None:
+            c = self.coverage
+            doc["coverage"] = {"tasks": c.tasks, "with_standby": c.with_standby, "caught_up": c.caught_up}
+        return orjson.dumps(doc)
 
     @classmethod
     def decode(cls, data: bytes | None) -> Roles:
         doc = _load(data)
         probe = doc.get("probe_after_ms")
+        coverage = doc.get("coverage")
+        if coverage is not None and not isinstance(coverage, dict):
+            raise BadUserData("coverage must be an object")
         return cls(
             active=_parse_tasks(doc.get("active", [])),
             standby=_parse_tasks(doc.get("standby", [])),
             warmup=_parse_tasks(doc.get("warmup", [])),
             probe_after_ms=None if probe is None else int(str(probe)),
+            coverage=None
+            if coverage is None
+            else StandbyCoverage(
+                tasks=int(coverage.get("tasks", 0)),
+                with_standby=int(coverage.get("with_standby", 0)),
+                caught_up=int(coverage.get("caught_up", 0)),
+            ),
         )
 
 

@@ -1,0 +1,78 @@
+"""The short variants of ``bench/failover.py`` and ``bench/scaleout.py``.
+
+They run the benchmarks on small inputs and check what the long runs report: every task of
+a killed worker with one standby is promoted, none restored from scratch; a scale-out
+hands the newcomer its share as promotions of warm copies. Times are printed by the
+benchmarks and kept in their JSON; no test here fails on a wall-clock threshold.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _run(script: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_failover_bench_promotes_every_task_of_the_killed_worker(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "failover.json"
+    proc = _run(
+        "failover.py", "--bootstrap", kafka_bootstrap, "--keys", "30000", "--workers", "3",
+        "--standbys", "0", "1", "--trials", "2", "--json", str(out),
+    )  # fmt: skip
+    report = json.loads(out.read_text())
+    by_standbys = {s["num_standby_replicas"]: s for s in report["settings"]}
+    one = by_standbys[1]
+    assert one["tasks_moved"] == 8, one  # 12 partitions over 3 workers, two trials
+    assert one["promoted"] == one["tasks_moved"] and one["full_restores"] == 0, one
+    assert all(p["start"] == "promoted" for t in one["trials"] for p in t["partitions"])
+    none = by_standbys[0]
+    assert none["promoted"] == 0 and none["full_restores"] + none["resumed"] == none["tasks_moved"] == 8, none
+    assert none["restored_records_mean"] > 0, none
+    assert all(
+        p["resume_after_kill_s"] > 0 for s in report["settings"] for t in s["trials"] for p in t["partitions"]
+    )
+    assert "| 3 | 1 | 8 | 8 | 0 | 0 |" in proc.stdout
+
+
+def test_scaleout_bench_warms_the_newcomer_before_it_takes_tasks(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "scaleout.json"
+    # 60,000 keys: 5,000 per changelog partition, above the acceptable lag of 1,000 set below,
+    # so the newcomer must warm up before it may own anything
+    proc = _run(
+        "scaleout.py", "--bootstrap", kafka_bootstrap, "--keys", "60000", "--standbys", "0",
+        "--modes", "warmups", "--acceptable-recovery-lag", "1000", "--json", str(out),
+    )  # fmt: skip
+    (warm,) = json.loads(out.read_text())["results"]
+    assert warm["mode"] == "warmups" and warm["standbys"] == 0, warm
+    assert warm["tasks_moved"] == 3 and warm["starts"] == {"promoted": 3}, warm
+    assert warm["warmups_before_first_active"] >= 1, warm
+    assert warm["restored_records"] < 3 * 1000, warm  # only what the warm copies were behind
+    assert (
+        len(warm["pause_by_partition_s"]) == 12 and warm["max_pause_s"] >= warm["baseline_max_gap_s"] > 0
+    ), warm
+    assert "| 0 | warmups | 3 | 3 promoted |" in proc.stdout
