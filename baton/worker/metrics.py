@@ -28,6 +28,10 @@ class Metrics:
                                        ["task", "store"], registry=r)
         self.standby_lag = Gauge("baton_standby_lag", "Changelog end minus a standby store's checkpoint (offsets)",
                                  ["task", "store"], registry=r)
+        self.warmup_lag = Gauge(
+            "baton_warmup_lag", "Changelog end minus a warmup store's checkpoint (offsets): a copy the assignor "
+            "builds here to move the task's active here once it is within acceptable.recovery.lag",
+            ["task", "store"], registry=r)
         self.first_record = Histogram(
             "baton_assignment_to_first_record_seconds",
             "From a partition's assignment to its first processed record (restore included)", registry=r,

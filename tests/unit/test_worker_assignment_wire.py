@@ -40,6 +40,8 @@ def test_subscription_and_roles_round_trip() -> None:
     covered = Roles(active=frozenset({T0}), coverage=StandbyCoverage(tasks=3, with_standby=3, caught_up=2))
     assert Roles.decode(covered.encode()) == covered
     assert Roles.decode(b'{"v": 1}').coverage is None  # a worker from before coverage was reported
+    moving = Roles(standby=frozenset({T1}), followup=True)
+    assert Roles.decode(moving.encode()) == moving and not Roles.decode(b'{"v": 1}').followup
 
 
 @pytest.mark.parametrize(

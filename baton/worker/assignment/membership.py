@@ -233,6 +233,7 @@ class Membership(threading.Thread):
         self._ends: dict[TP, int] | None = None  # changelog end offsets, refreshed between polls
         self._followup_at: float | None = None
         self._followups = 0  # follow-up rebalances in a row for actives still held back
+        self._followup_generation = -1  # the generation whose assignment asked for the follow-up
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _connect(self) -> KafkaConsumer:
@@ -389,9 +390,16 @@ class Membership(threading.Thread):
         if self._followup_at is None or time.monotonic() < self._followup_at:
             return
         self._followup_at = None
+        meta = consumer.group_metadata()
+        if meta.state != MemberState.STABLE or int(meta.generation_id) != self._followup_generation:
+            return  # already rejoining, or the follow-up round is over: another would move nothing
         log.info(
-            "actives still held back by their previous owner; rebalancing",
-            extra={"group": self.settings.group_id},
+            "joining the follow-up rebalance",
+            extra={
+                "group": self.settings.group_id,
+                "generation": self._followup_generation,
+                "held_back": self._followups > 0,
+            },
         )
         consumer._coordinator.request_rejoin()
 
@@ -469,12 +477,11 @@ class Membership(threading.Thread):
         running = {t: mid for mid, r in sorted(reports.items()) for t in r.active}
         probe_after = s.probing_interval_ms if decided.probing else None
         out: dict[str, ConsumerProtocolAssignment] = {}
-        moving = 0
+        moving = sum(1 for mid, r in decided.members.items() for t in r.active if running.get(t, mid) != mid)
         for mid in reports:
             roles = decided.members.get(mid)
             active = roles.active if roles else frozenset()
             owned_now = [t for t in sorted(active) if running.get(t, mid) == mid]
-            moving += len(active) - len(owned_now)
             by_topic: dict[str, list[int]] = {}
             for task in owned_now:
                 for topic, p in partitions[task]:
@@ -485,6 +492,7 @@ class Membership(threading.Thread):
                 warmup=roles.warmup if roles else frozenset(),
                 probe_after_ms=probe_after,
                 coverage=decided.coverage,
+                followup=moving > 0,
             )
             a_tp = ConsumerProtocolAssignment.TopicPartition
             out[mid] = ConsumerProtocolAssignment(
@@ -532,12 +540,21 @@ class Membership(threading.Thread):
         # restarted within the session (static membership hands it its stored assignment),
         # never rejoins by itself: the same rejoin covers it. Should the actives still be
         # held back after that, the next follow-up waits FOLLOWUP_SECONDS (no rebalance storm).
-        if not held_back:
+        # The other members (neither releasing nor receiving) would also hear of that rebalance
+        # only at their next heartbeat, and the coordinator waits for them too: the leader
+        # marks an assignment that moves actives (``followup``), and they join at once as
+        # well. A member that releases partitions needs nothing: kafka-python rejoins for it.
+        donor = bool(self._owned - owned)
+        self._followup_generation = generation
+        if held_back:
+            delay = FIRST_FOLLOWUP_SECONDS if self._followups == 0 else FOLLOWUP_SECONDS
+            self._followups += 1
+            self._followup_at = time.monotonic() + delay
+        elif roles.followup and not donor:
+            self._followups = 0
+            self._followup_at = time.monotonic() + FIRST_FOLLOWUP_SECONDS
+        else:
             self._followup_at, self._followups = None, 0
-            return
-        delay = FIRST_FOLLOWUP_SECONDS if self._followups == 0 else FOLLOWUP_SECONDS
-        self._followups += 1
-        self._followup_at = time.monotonic() + delay
 
     def partitions_revoked(self, revoked: Collection[KTopicPartition]) -> None:
         tps = sorted((tp.topic, tp.partition) for tp in revoked)

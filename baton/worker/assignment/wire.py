@@ -99,6 +99,7 @@ class Roles:
     warmup: frozenset[TaskId] = frozenset()
     probe_after_ms: int | None = None  # warmups are running: the leader rebalances again after this long
     coverage: StandbyCoverage | None = None  # the whole group's, the same in every member's roles
+    followup: bool = False  # some active moves between members: a follow-up rebalance comes at once
 
     def encode(self) -> bytes:
         doc: dict[str, object] = {
@@ -108,6 +109,8 @@ class Roles:
             "warmup": _tasks(self.warmup),
             "probe_after_ms": self.probe_after_ms,
         }
+        if self.followup:
+            doc["followup"] = True
         if self.coverage is not None:
             c = self.coverage
             doc["coverage"] = {"tasks": c.tasks, "with_standby": c.with_standby, "caught_up": c.caught_up}
@@ -125,6 +128,7 @@ class Roles:
             standby=_parse_tasks(doc.get("standby", [])),
             warmup=_parse_tasks(doc.get("warmup", [])),
             probe_after_ms=None if probe is None else int(str(probe)),
+            followup=doc.get("followup") is True,
             coverage=None
             if coverage is None
             else StandbyCoverage(
