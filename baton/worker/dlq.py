@@ -8,7 +8,7 @@ HEADER_TOPIC = "baton.source.topic"
 HEADER_PARTITION = "baton.source.partition"
 HEADER_OFFSET = "baton.source.offset"
 HEADER_ERROR = "baton.error"
-HEADER_STAGE = "baton.error.stage"  # "deserialize" or "process"
+HEADER_STAGE = "baton.error.stage"  # "deserialize", "process" or "produce" (the broker refused the output)
 
 _MAX_ERROR = 2000
 

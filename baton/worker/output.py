@@ -3,14 +3,26 @@
 It tracks, from delivery reports, the highest offset written to each changelog
 partition since the last commit: those offsets become the stores' checkpoints once the
 commit succeeds (see ``commit.py``).
+
+An output record the broker will never take (too large for the topic, a topic this
+worker may not write, one that does not exist) used to fail the commit, rewind the input
+and fail again, for ever. Such a failure is remembered by the record's fingerprint; when
+the replay produces the same record, ``send`` raises ``OutputRecordRefused`` and the
+task hands its input record to the production error handler (the dead-letter topic, or
+stop), like Kafka Streams' ProductionExceptionHandler. One abort per failed commit, never
+a loop. A size error refuses the whole batch the record was in, so only a record that
+alone exceeds the topic's ``max.message.bytes`` is remembered; its batch mates go through
+on the replay. librdkafka refuses some records at once (larger than the producer's
+``message.max.bytes``): those raise on the first try.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from baton.worker.context import Headers
 
@@ -21,12 +33,51 @@ class DeliveryFailed(Exception):
     """A record could not be written; uncommitted work must be redone."""
 
 
+class OutputRecordRefused(Exception):
+    """This output record is refused whatever the retries: the production error handler decides."""
+
+    def __init__(self, topic: str, error: KafkaError) -> None:
+        super().__init__(f"output record to {topic} refused: {error.str()} ({error.name()})")
+        self.topic = topic
+        self.error = error
+
+
+# Errors that refuse every record to the topic (partition): each failed record is refused.
+TOPIC_REFUSALS = frozenset({
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._UNKNOWN_PARTITION,
+})
+# Size errors refuse a whole record batch: only a record that alone exceeds the topic's
+# max.message.bytes is refused (the others were in its batch, and go through on the replay).
+SIZE_REFUSALS = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE,
+                           KafkaError.INVALID_MSG_SIZE})
+BATCH_OVERHEAD = 61 + 21  # a v2 record batch header and the most a record's own framing takes
+MAX_REMEMBERED = 10_000  # refused fingerprints kept (oldest dropped first)
+
+Fingerprint = tuple[str, int, int, int]
+
+
+def fingerprint(topic: str, key: bytes | None, value: bytes | None) -> Fingerprint:
+    return topic, hash(key), hash(value), len(value or b"")
+
+
+def record_size(key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
+    """What one record takes in a batch of its own, uncompressed."""
+    extra = sum(len(k) + len(v or b"") for k, v in headers or ())
+    return len(key or b"") + len(value or b"") + extra + BATCH_OVERHEAD
+
+
 class Output:
-    def __init__(self, config: dict[str, Any], changelog_topics: set[str]) -> None:
+    def __init__(self, config: dict[str, Any], changelog_topics: set[str],
+                 size_limit: Callable[[str], int | None] = lambda _topic: None) -> None:
         self._config = dict(config)
+        self._size_limit = size_limit  # a topic's max.message.bytes, asked once a size error is seen
         self._changelogs = changelog_topics
         self.changelog_offsets: dict[tuple[str, int], int] = {}
         self.errors: list[KafkaError] = []
+        self.refused: dict[Fingerprint, KafkaError] = {}  # insertion order: the oldest is dropped first
         self.sent = 0
         self.producer = self._new_producer()
 
@@ -48,6 +99,17 @@ class Output:
     def _delivered(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
             self.errors.append(err)
+            failed_topic = msg.topic() or ""
+            refused = err.code() in TOPIC_REFUSALS
+            if err.code() in SIZE_REFUSALS:
+                limit = self._size_limit(failed_topic)
+                headers = msg.headers()
+                pairs = list(headers.items()) if isinstance(headers, dict) else headers
+                refused = limit is not None and record_size(msg.key(), msg.value(), pairs) > limit
+            if refused:
+                self.refused[fingerprint(failed_topic, msg.key(), msg.value())] = err
+                while len(self.refused) > MAX_REMEMBERED:
+                    del self.refused[next(iter(self.refused))]
             return
         topic = msg.topic()
         if topic in self._changelogs:
@@ -61,6 +123,10 @@ class Output:
         self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, timestamp: int,
              headers: Headers | None) -> None:
         producer = self.producer
+        if self.refused:
+            refused = self.refused.get(fingerprint(topic, key, value))
+            if refused is not None:
+                raise OutputRecordRefused(topic, refused)
         while True:
             try:
                 if partition is None:
@@ -70,6 +136,11 @@ class Output:
                 break
             except BufferError:  # local queue full: let librdkafka drain it
                 producer.poll(0.05)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if isinstance(err, KafkaError) and err.code() in TOPIC_REFUSALS | SIZE_REFUSALS:
+                    raise OutputRecordRefused(topic, err) from exc
+                raise
         self.sent += 1
 
     def flush(self, timeout: float = 60.0) -> None:

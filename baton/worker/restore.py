@@ -79,7 +79,8 @@ class Restorer(threading.Thread):
     def __init__(self, consumer_config: dict[str, object],
                  on_progress: Callable[[RestoreJob, int], None] = lambda _job, _n: None,
                  seed: Seed | None = None,
-                 on_lag: Callable[[RestoreJob, int], None] = lambda _job, _lag: None) -> None:
+                 on_lag: Callable[[RestoreJob, int], None] = lambda _job, _lag: None,
+                 actives_starting: Callable[[], bool] = lambda: False) -> None:
         super().__init__(name="baton-restore", daemon=True)
         config = dict(consumer_config)
         config.update({"isolation.level": "read_committed", "enable.auto.commit": False,
@@ -96,6 +97,7 @@ class Restorer(threading.Thread):
         self._on_progress = on_progress
         self._seed = seed
         self._on_lag = on_lag
+        self._actives_starting = actives_starting  # active tasks here that have not processed a record yet
         self._next_lag = 0.0
         self._paused: set[tuple[str, int]] = set()  # standby partitions held back for active restores
         self._stopping = threading.Event()
@@ -274,8 +276,11 @@ class Restorer(threading.Thread):
         They share one consumer, and after a failover the rule re-places standbys at the same
         moment the orphaned tasks restore; unchecked, standbys catching up from scratch took
         two thirds of the restore throughput exactly when the active tasks needed it.
+        The same holds from a task's activation to its first processed record: a standby
+        applying a large batch holds the GIL, and the first record of a task that had just
+        moved here waited half a second behind it (bench/scaleout.py).
         """
-        busy = any(not job.done and not job.standby for job in self._jobs.values())
+        busy = any(not job.done and not job.standby for job in self._jobs.values()) or self._actives_starting()
         standby = {tp for tp, job in self._jobs.items() if job.standby}
         self._paused &= standby  # removed jobs were resumed by _drop
         want = standby if busy else set()

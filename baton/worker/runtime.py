@@ -28,7 +28,7 @@ from types import FrameType
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec  # type: ignore[attr-defined]
 from prometheus_client import Gauge
 
 from baton.control.messages import Color
@@ -53,7 +53,7 @@ from baton.worker.dlq import RecordFailed, dlq_headers
 from baton.worker.graph import BuiltTopology
 from baton.worker.metrics import Metrics
 from baton.worker.naming import TaskId, changelog_topic, dlq_topic, source_topics, tasks_for
-from baton.worker.output import Output
+from baton.worker.output import Output, OutputRecordRefused
 from baton.worker.restore import RestoreJob, Restorer, Seed, TaskRestore
 from baton.worker.standby import StandbyTasks
 from baton.worker.statedir import process_id
@@ -65,6 +65,7 @@ log = logging.getLogger("baton.worker")
 __all__ = ["Worker", "process_id"]
 
 CLEANUP_CHECK_SECONDS = 1.0
+ACTIVE_START_SECONDS = 3.0  # how long standbys wait for an activated task's first record at most
 OFFSETS_REFRESH_SECONDS = 1.0  # how fresh the task offsets this member reports at a rebalance are
 
 
@@ -104,6 +105,7 @@ class Worker:
         self._next_offsets = 0.0
         self._stateful_subs = frozenset(i for i, sub in enumerate(topology.subtopologies) if sub.stores or sub.tables)
         self._awaiting_first: dict[tuple[str, int], float] = {}  # partition -> when it was assigned
+        self._starting: dict[tuple[str, int], float] = {}  # partition -> when its task became active (until a record)
         # lag gauges set per (task, store), and which (standby or warmup): removed when the copy goes
         self._lag_labels: dict[tuple[str, str], Gauge] = {}
 
@@ -157,6 +159,18 @@ class Worker:
                         extra={"error": str(exc)})
             return None
 
+    def _topic_size_limit(self, topic: str) -> int | None:
+        """The topic's max.message.bytes (cached), after the broker refused a record batch as too large."""
+        if topic not in self._size_limits:
+            try:
+                resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+                configs = self._admin.describe_configs([resource], request_timeout=10)[resource].result(15)
+                self._size_limits[topic] = int(configs["max.message.bytes"].value)
+            except Exception as exc:  # unknown: nothing is refused by size, the commit fails as before
+                log.warning("max.message.bytes unknown", extra={"topic": topic, "error": str(exc)})
+                return None
+        return self._size_limits[topic]
+
     def _producer_config(self) -> dict[str, Any]:
         conf: dict[str, Any] = {
             **self._base(),
@@ -188,16 +202,17 @@ class Worker:
         if self.config.color is not None:
             self._start_bluegreen()
         changelogs = {changelog_topic(self.app, s.name) for s in self.topology.stores()}
-        self.output = Output(self._producer_config(), changelogs)
+        self.output = Output(self._producer_config(), changelogs, size_limit=self._topic_size_limit)
         self.consumer = Consumer(self._consumer_config())
         self._admin = AdminClient(self._base())
+        self._size_limits: dict[str, int] = {}  # topic -> max.message.bytes, read after a size error
         self.membership = Membership(self._group_settings(), self._membership_config(),
                                      offsets=lambda: self._local_offsets, end_offsets=self._end_offsets)
         self.guarantee: Guarantee = (ExactlyOnce if self.eos else AtLeastOnce)(self.output, self.membership)
         self.guarantee.start()
         restore_conf = dict(self._consumer_config())
         self.restorer = Restorer(restore_conf, self._restore_progress, seed=self._snapshot_seed(),
-                                 on_lag=self._standby_lag)
+                                 on_lag=self._standby_lag, actives_starting=self._actives_starting)
         self.restorer.start()
         self.standbys = StandbyTasks(app_dir=self.app_dir, restorer=self.restorer, open_stores=self._open_stores,
                                      jobs_for=self._restore_jobs,
@@ -411,6 +426,7 @@ class Worker:
         """Time from assignment to the first processed record: what a failover costs a partition."""
         now = time.monotonic()
         for tp in counts:
+            self._starting.pop(tp, None)  # type: ignore[arg-type]
             assigned = self._awaiting_first.pop(tp, None)  # type: ignore[arg-type]
             if assigned is None:
                 continue
@@ -501,6 +517,15 @@ class Worker:
                 out[task] = self._dormant_offsets[task]
         return out
 
+    def _actives_starting(self) -> bool:
+        """Restore thread: a partition assigned in the last few seconds still awaits its first record.
+
+        Bounded in time: a partition with no input never sees a first record, and standbys
+        must not wait for it for ever.
+        """
+        now = time.monotonic()
+        return any(now - since < ACTIVE_START_SECONDS for since in list(self._starting.values()))
+
     def _standby_lag(self, job: RestoreJob, lag: int) -> None:
         """Restore thread: never called for a task after ``Restorer.remove`` returned.
 
@@ -585,8 +610,12 @@ class Worker:
             raise RecordFailed(f"{stage} failed at {topic}[{partition}]@{offset}: {error}") from error
         log.warning("record sent to the DLQ", extra={"task_topic": topic, "partition": partition, "offset": offset,
                                                       "stage": stage, "error": f"{type(error).__name__}: {error}"})
-        self.output.send(self._dlq, msg.key(), msg.value(), None, msg.timestamp()[1],
-                         dlq_headers(topic, partition, offset, stage, error))
+        try:
+            self.output.send(self._dlq, msg.key(), msg.value(), None, msg.timestamp()[1],
+                             dlq_headers(topic, partition, offset, stage, error))
+        except OutputRecordRefused as refused:  # nowhere left to put it: stop rather than drop it
+            raise RecordFailed(f"{stage} failed at {topic}[{partition}]@{offset} ({error}) and the dead-letter "
+                               f"topic refused the record too: {refused}") from refused
         self.metrics.dlq.labels(stage).inc()
 
     # -- tasks and rebalances ------------------------------------------------------------------
@@ -693,8 +722,10 @@ class Worker:
             del self._restores[restore.task]
             task = self.tasks[restore.task]
             tps = [(topic, task.partition) for topic in task.committed]
+            now = time.monotonic()
             for tp in tps:
                 self.active[tp] = task
+                self._starting[tp] = now
             self.consumer.incremental_assign([TopicPartition(t, p, task.positions[t]) for t, p in tps])
             held = [TopicPartition(t, p) for t, p in tps if (t, p) in self._held]
             if held:
@@ -741,6 +772,7 @@ class Worker:
         for tp in gone:
             self.active.pop(tp, None)
             self._awaiting_first.pop(tp, None)
+            self._starting.pop(tp, None)
         for task in list(self.tasks.values()):
             if all((topic, task.partition) in gone for topic in task.committed):
                 self._close_task(task)

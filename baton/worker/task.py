@@ -14,6 +14,7 @@ from baton.worker.cache import TaskStore
 from baton.worker.context import ORIGIN_HEADER, RecordContext, Send, SinkGate, decode_origin
 from baton.worker.graph import SubTopology
 from baton.worker.naming import TaskId, changelog_topic, internal_topic
+from baton.worker.output import OutputRecordRefused
 from baton.worker.processors import Processor, build_tree
 from baton.worker.stores import KeyValueStore
 
@@ -111,7 +112,7 @@ class Task:
                 try:
                     source.root.forward(key, value)
                 except Exception as exc:
-                    self._dead_letter(exc, "process", msg)
+                    self._dead_letter(exc, _stage(exc), msg)
         finally:
             self._current = None
         self.positions[topic] = offset + 1
@@ -120,7 +121,7 @@ class Task:
     def _flush_error(self, exc: Exception) -> None:
         """A flushed cache entry failed downstream: dead-letter it under the record that last updated it."""
         ctx = self.ctx
-        self._dead_letter(exc, "process", _FlushedRecord(ctx.topic, ctx.partition, ctx.offset, ctx.timestamp))
+        self._dead_letter(exc, _stage(exc), _FlushedRecord(ctx.topic, ctx.partition, ctx.offset, ctx.timestamp))
 
     def flush(self) -> None:
         """Before a commit: log and forward what the write cache holds."""
@@ -179,3 +180,8 @@ class _FlushedRecord:
 
     def headers(self) -> Any:
         return None
+
+
+def _stage(error: BaseException) -> str:
+    """The dead-letter header's stage: the broker refused the output record, or processing failed."""
+    return "produce" if isinstance(error, OutputRecordRefused) else "process"
