@@ -44,27 +44,25 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from baton.worker.standby_testing import EXAMPLE, clicks, describe, labelled_metric, roles
-from baton.worker.testing import SteadyInput, WorkerProcess, end_offsets, produce, read_all, wait_for
+from baton.worker.testing import (
+    SteadyInput,
+    WorkerProcess,
+    end_offsets,
+    group_committed,
+    produce,
+    read_all,
+    wait_for,
+)
 
 SESSION_MS = 6000
 PROBING_MS = 5000
 AT_ONCE = sys.maxsize  # every member counts as caught up: no warmups
 MARGIN_S = 5.0
 MODES = {"warmups": None, "at once": AT_ONCE}
-
-
-def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
-        return {tp.partition: tp.offset for tp in tps}
-    finally:
-        consumer.close()
 
 
 def _max_gaps(times: dict[int, list[float]], start: float, end: float) -> dict[int, float]:
@@ -122,7 +120,7 @@ def run_setting(
         t0 = time.monotonic()
         ends = end_offsets(bootstrap, source)
         wait_for(
-            lambda: _committed(bootstrap, app, source, partitions) == ends, 1800, "load not processed", 1
+            lambda: group_committed(bootstrap, app, source, partitions) == ends, 1800, "load not processed", 1
         )
         wait_for(lambda: describe(bootstrap, app, expect_members=3), 120, "3 workers not stable")
         print(f"{label}: {keys:,} keys loaded in {time.monotonic() - t0:.1f}s", flush=True)
@@ -149,7 +147,7 @@ def run_setting(
             wait_for(balanced, 600, f"{label}: the newcomer never got its share", 0.5)
             done = time.time()
             time.sleep(MARGIN_S)
-        wait_for(lambda: _committed(bootstrap, app, source, partitions) == end_offsets(bootstrap, source), 120,
+        wait_for(lambda: group_committed(bootstrap, app, source, partitions) == end_offsets(bootstrap, source), 120,
                  "input not processed")  # fmt: skip
         appended: dict[int, list[float]] = {p: [] for p in range(partitions)}
         for r in read_all(bootstrap, sink, start=before):

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from baton.operator.coverage import read_coverage
 from baton.worker.assignment.model import StandbyCoverage
@@ -35,17 +34,10 @@ from baton.worker.standby_testing import (
     labelled_metric,
     owned_tasks,
 )
-from baton.worker.testing import WorkerProcess, end_offsets, produce, read_all, wait_for
+from baton.worker.testing import WorkerProcess, end_offsets, group_committed, produce, read_all, wait_for
 
 pytestmark = pytest.mark.integration
 
-def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
-        return {tp.partition: tp.offset for tp in tps}
-    finally:
-        consumer.close()
 
 
 @pytest.mark.parametrize(("members", "standbys", "partitions", "keys"),
@@ -86,7 +78,7 @@ def test_failover_restores_the_tail_with_a_standby_and_everything_without(  # no
         produce(kafka_bootstrap, source, clicks(0, KEYS))
         ends = end_offsets(kafka_bootstrap, source)
         wait_for(
-            lambda: _committed(kafka_bootstrap, unique_name, source, PARTITIONS) == ends, 120, "input not committed",
+            lambda: group_committed(kafka_bootstrap, unique_name, source, PARTITIONS) == ends, 120, "input not committed",
             0.5,
         )
 
