@@ -125,6 +125,7 @@ def test_example_becomes_ready(
         "REPLICAS",
         "READY-REPLICAS",
         "LAG",
+        "WARM-STANDBYS",
         "AGE",
     ]
     assert table[1].split()[:6] == ["click-counter", "blue", "True", "Stable", "3", "3"]
