@@ -51,13 +51,13 @@ from confluent_kafka.cimpl import NewTopic
 from baton.worker import statedir
 from baton.worker.standby_testing import (
     EXAMPLE,
-    clicks,
     describe,
     hosted_standbys,
     labelled_metric,
+    load_clicks,
     owned_tasks,
 )
-from baton.worker.testing import SteadyInput, WorkerProcess, end_offsets, group_committed, produce, wait_for
+from baton.worker.testing import SteadyInput, WorkerProcess, end_offsets, group_committed, wait_for
 
 SESSION_MS = 6000
 CLEANUP_MS = 8000
@@ -333,8 +333,7 @@ def main() -> None:
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
     admin.create_topics([NewTopic(source, args.partitions, 1)])[source].result(30)
     t0 = time.monotonic()
-    for start in range(0, args.keys, 100_000):
-        produce(args.bootstrap, source, clicks(start, min(100_000, args.keys - start)))
+    load_clicks(args.bootstrap, source, args.keys)
     print(f"produced {args.keys:,} keys in {time.monotonic() - t0:.1f}s", flush=True)
     settings: list[dict[str, Any]] = []
 

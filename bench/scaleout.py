@@ -47,13 +47,12 @@ import orjson
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from baton.worker.standby_testing import EXAMPLE, clicks, describe, labelled_metric, roles
+from baton.worker.standby_testing import EXAMPLE, describe, labelled_metric, load_clicks, roles
 from baton.worker.testing import (
     SteadyInput,
     WorkerProcess,
     end_offsets,
     group_committed,
-    produce,
     read_all,
     wait_for,
 )
@@ -258,8 +257,7 @@ def main() -> None:
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
     admin.create_topics([NewTopic(source, args.partitions, 1)])[source].result(30)
     t0 = time.monotonic()
-    for start in range(0, args.keys, 100_000):
-        produce(args.bootstrap, source, clicks(start, min(100_000, args.keys - start)))
+    load_clicks(args.bootstrap, source, args.keys)
     print(f"produced {args.keys:,} keys in {time.monotonic() - t0:.1f}s", flush=True)
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:

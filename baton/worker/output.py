@@ -53,6 +53,7 @@ TOPIC_REFUSALS = frozenset({
 # max.message.bytes is refused (the others were in its batch, and go through on the replay).
 SIZE_REFUSALS = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE,
                            KafkaError.INVALID_MSG_SIZE})
+REFUSED_AT_ONCE = TOPIC_REFUSALS | SIZE_REFUSALS  # what produce() itself may raise for one record
 BATCH_OVERHEAD = 61 + 21  # a v2 record batch header and the most a record's own framing takes
 MAX_REMEMBERED = 10_000  # refused fingerprints kept (oldest dropped first)
 
@@ -138,7 +139,7 @@ class Output:
                 producer.poll(0.05)
             except KafkaException as exc:
                 err = exc.args[0]
-                if isinstance(err, KafkaError) and err.code() in TOPIC_REFUSALS | SIZE_REFUSALS:
+                if isinstance(err, KafkaError) and err.code() in REFUSED_AT_ONCE:
                     raise OutputRecordRefused(topic, err) from exc
                 raise
         self.sent += 1

@@ -15,7 +15,7 @@ from confluent_kafka import ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._group import ConsumerGroupDescription
 
-from baton.worker.testing import WorkerProcess
+from baton.worker.testing import WorkerProcess, produce
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "click_counter.py")
 
@@ -43,6 +43,12 @@ def members_from(description: ConsumerGroupDescription) -> list[Member] | None:
 def clicks(start: int, n: int, prefix: str = "k") -> list[tuple[bytes, bytes]]:
     """``n`` clicks of ``n`` distinct users: each key once, so the state holds ``n`` keys."""
     return list(_clicks(start, n, prefix))
+
+
+def load_clicks(bootstrap: str, topic: str, keys: int) -> None:
+    """``keys`` clicks of distinct users into ``topic``, 100,000 per produce call (bench inputs)."""
+    for start in range(0, keys, 100_000):
+        produce(bootstrap, topic, clicks(start, min(100_000, keys - start)))
 
 
 def _clicks(start: int, n: int, prefix: str) -> Iterator[tuple[bytes, bytes]]:
