@@ -93,6 +93,27 @@ class ControlReader:
             out.extend(self.poll(0.2))
         return out
 
+    def catch_up(self, timeout: float = 10.0) -> list[Message]:
+        """Everything written up to now, read before this returns.
+
+        A worker calls it before it processes a partition it was just given: a flip may have
+        been prepared (or decided) while the partition's previous owner was paused for it, and
+        the new owner must not emit past the reported position before it has seen that.
+        """
+        tp = TopicPartition(self.topic, 0)
+        _low, high = self._consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+        out: list[Message] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            position = self._consumer.position([tp])[0].offset
+            if high <= 0 or position >= high:  # librdkafka steps past transaction markers
+                return out
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"control topic {self.topic}: not read up to offset {high} within {timeout}s"
+                )
+            out.extend(self.poll(0.05))
+
     def close(self) -> None:
         self._consumer.close()
 

@@ -46,11 +46,13 @@ def _offsets_parse(raw: dict[str, int]) -> dict[TopicPartition, int]:
 
 @dataclass(frozen=True)
 class ActiveState:
-    """Who emits: ``active`` from ``cut[tp]`` on, ``other(active)`` below it.
+    """Who emits: ``active`` from ``cut[tp]`` on; ``other(active)`` only ``[floor[tp], cut[tp])``.
 
     With no flip ever done the cut is empty: the active color emits everything. After the
-    flip of epoch e the cut stays in force, which is exactly right for the records of the
-    old active that are still below it.
+    flip of epoch e the old active still owes the offsets between its reported position
+    (``floor``) and the cut on the ``pending`` partitions, and nothing else: everything below
+    ``floor`` was emitted before the flip. Bounding the range below is what keeps a rebuilt
+    idle color (empty state, input from the earliest offset) from emitting history again.
     """
 
     epoch: int
@@ -59,6 +61,8 @@ class ActiveState:
     # partitions where the old active was behind the cut at the flip: the new active holds
     # them until the old active's Drained record says everything below the cut is out
     pending: frozenset[TopicPartition] = frozenset()
+    # per pending partition, the old active's reported position: where its range starts
+    floor: dict[TopicPartition, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -66,6 +70,7 @@ class ActiveState:
             "active": self.active,
             "cut": _offsets_json(self.cut),
             "pending": sorted(tp_str(tp) for tp in self.pending),
+            "floor": _offsets_json(self.floor),
         }
 
     def encode(self) -> bytes:
@@ -74,18 +79,25 @@ class ActiveState:
 
 @dataclass(frozen=True)
 class Prepare:
-    """Coordinator → workers: commit, pause, and report positions for flip ``epoch``."""
+    """Coordinator → workers: commit, pause, and report positions for flip ``epoch``.
+
+    ``timeout_ms`` is a duration, not a wall-clock deadline: each party measures it on its
+    own monotonic clock from when it saw the prepare, and gives up by writing an
+    :class:`Abort`. Who decided is then whatever decision the control topic holds first
+    for the epoch, so no clock, skewed or slow, can make two parties act on different
+    decisions.
+    """
 
     epoch: int
     to: Color
-    deadline_ms: int  # wall clock (ms since epoch) after which the coordinator aborts
+    timeout_ms: int
 
     def key(self) -> bytes:
         return f"prepare/{self.epoch}".encode()
 
     def encode(self) -> bytes:
         return orjson.dumps(
-            {"type": "prepare", "epoch": self.epoch, "to": self.to, "deadline_ms": self.deadline_ms}
+            {"type": "prepare", "epoch": self.epoch, "to": self.to, "timeout_ms": self.timeout_ms}
         )
 
 
@@ -101,6 +113,9 @@ class Report:
     sources: tuple[str, ...] = ()
     # non-empty when this worker cannot take part in an exact flip (the coordinator aborts with it)
     refusal: str = ""
+    # the consumer group generation whose assignment ``positions`` cover: the coordinator
+    # combines only the newest generation's reports of each color
+    generation: int = -1
 
     def key(self) -> bytes:
         return f"report/{self.epoch}/{self.color}/{self.member}".encode()
@@ -115,6 +130,7 @@ class Report:
                 "positions": _offsets_json(self.positions),
                 "sources": list(self.sources),
                 "refusal": self.refusal,
+                "generation": self.generation,
             }
         )
 
@@ -134,7 +150,11 @@ class Commit:
 
 @dataclass(frozen=True)
 class Abort:
-    """Coordinator → workers: flip ``epoch`` is off; resume under the old state."""
+    """Coordinator or a worker that gave up waiting → everyone: flip ``epoch`` is off.
+
+    The first of Commit and Abort for an epoch in the control topic is the decision; a
+    later one is ignored by every reader, the coordinator included.
+    """
 
     epoch: int
     reason: str
@@ -178,7 +198,15 @@ def _state(raw: dict[str, object]) -> ActiveState:
     cut = raw["cut"]
     pending = raw.get("pending", [])
     assert isinstance(cut, dict) and isinstance(pending, list) and isinstance(raw["epoch"], int)
-    return ActiveState(raw["epoch"], active, _offsets_parse(cut), frozenset(tp_parse(t) for t in pending))
+    floor = raw.get("floor", {})
+    assert isinstance(floor, dict)
+    return ActiveState(
+        raw["epoch"],
+        active,
+        _offsets_parse(cut),
+        frozenset(tp_parse(t) for t in pending),
+        _offsets_parse(floor),
+    )
 
 
 def decode(value: bytes) -> Message:
@@ -188,7 +216,7 @@ def decode(value: bytes) -> Message:
         if kind == "state":
             return _state(raw)
         if kind == "prepare":
-            return Prepare(raw["epoch"], raw["to"], raw["deadline_ms"])
+            return Prepare(raw["epoch"], raw["to"], int(raw.get("timeout_ms", 10_000)))
         if kind == "report":
             return Report(
                 raw["epoch"],
@@ -197,6 +225,7 @@ def decode(value: bytes) -> Message:
                 _offsets_parse(raw["positions"]),
                 tuple(raw.get("sources", ())),
                 raw.get("refusal", ""),
+                int(raw.get("generation", -1)),
             )
         if kind == "commit":
             return Commit(_state(raw))

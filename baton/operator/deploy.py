@@ -79,6 +79,7 @@ class FlipOutcome:
     epoch: int = 0
     reason: str = ""
     refused: bool = False  # a worker refused: retrying cannot help
+    draining: bool = False  # committed, but the old active has not drained below the cut yet
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,9 @@ class Inputs:
     views: dict[Color, ColorView]
     now: float
     control_active: Color | None = None  # the control topic's active color, when read
+    # partitions the old active still owes below the cut of the flip in force (control topic):
+    # until they drain, no flip runs and the idle color keeps its revision and generation
+    draining: tuple[str, ...] = ()
     promote: bool = False
     rollback: bool = False
     flip_running: bool = False  # a flip of this app is running in this process right now
@@ -155,14 +159,26 @@ class _Step:
 def plan(inp: Inputs) -> Plan:
     """What to do next for one StreamApp (see the module docstring)."""
     s = _Step(inp, _normalise(inp), inp.active if inp.active in inp.colors else inp.colors[0])
-    if inp.rollback:
-        s.clear.append(ANNOTATION_ROLLBACK)
     if len(inp.colors) == 1:
+        if inp.rollback:
+            s.clear.append(ANNOTATION_ROLLBACK)
         _rolling(s)
         return _finish(s)
     _control_topic(s)
     if inp.flip is not None:
         _flip_ended(s, inp.flip)
+    if inp.draining and not inp.flip_running:
+        # A new flip now would drop what the old active still owes (lost records), and a new
+        # revision under Rebuild would restart it from offset 0 (records emitted twice): wait.
+        # The rollback annotation stays, so a rollback asked for now runs once it has drained.
+        s.message = (
+            f"waiting for {other(s.active)} to emit everything below the cut on "
+            f"{', '.join(inp.draining)} before anything else"
+        )
+        s.soon()
+        return _finish(s)
+    if inp.rollback:
+        s.clear.append(ANNOTATION_ROLLBACK)
     if s.rec.flip_to is not None:
         # A flip is decided: wait for it, or (after a restart) run it again; the coordinator
         # answers "already active" if it had committed, so this never flips twice.
@@ -233,6 +249,8 @@ def _control_topic(s: _Step) -> None:
 def _flip_ended(s: _Step, flip: FlipOutcome) -> None:
     if flip.committed:
         _became_active(s, flip.to, f"after flip epoch {flip.epoch}")
+        if flip.draining:
+            s.event("FlipDraining", f"flip epoch {flip.epoch} committed; {flip.reason}", warning=True)
         return
     rolling_back = s.rec.phase == "RollingBack"
     s.event("FlipAborted", f"flip to {flip.to} (epoch {flip.epoch}) aborted: {flip.reason}", warning=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from baton.control.channel import ControlReader
-from baton.control.coordinator import FlipResult, current_state
+from baton.control.coordinator import FlipResult, fold
 from baton.control.coordinator import flip as run_flip
 from baton.control.messages import tp_str
 from baton.operator.constants import Color
@@ -34,6 +34,9 @@ _ADMIN_ONLY = {"bootstrap.servers", "client.id", "socket.timeout.ms"}
 class ControlState:
     active: Color
     epoch: int
+    # partitions the old active has not drained below the cut yet: no flip, and no new
+    # revision for the idle color, until it has (its range would be lost or emitted twice)
+    draining: tuple[str, ...] = ()
 
 
 def client_extra(admin_config: dict[str, Any]) -> dict[str, str]:
@@ -45,10 +48,10 @@ def read_state(bootstrap: str, topic: str, extra: dict[str, str], timeout_s: flo
     """The emission rule in force, from the control topic (blue, epoch 0 when it is empty)."""
     reader = ControlReader(bootstrap, topic, extra)
     try:
-        state, _ = current_state(list(reader.read_to_end(timeout_s)))
+        gate = fold(reader.read_to_end(timeout_s))
     finally:
         reader.close()
-    return ControlState(state.active, state.epoch)
+    return ControlState(gate.state.active, gate.state.epoch, tuple(tp_str(tp) for tp in gate.undrained()))
 
 
 def flip(
@@ -57,7 +60,9 @@ def flip(
     """Run one flip; (outcome for the machine, ``status.lastFlip``, seconds it took).
 
     A flip to the color already active (a replay after an operator restart) is reported as
-    committed with the epoch in force: it happened, once.
+    committed with the epoch in force: it happened, once. A flip whose old active did not
+    drain in time is committed and says so (``draining``); the deploy machine then waits for
+    the drain before anything else (:func:`baton.operator.deploy.plan`).
     """
     started = time.monotonic()
     result: FlipResult | None = None
@@ -74,7 +79,8 @@ def flip(
         except Exception:
             state = None
         committed = state is not None and state.active == to
-        outcome = FlipOutcome(to, committed, state.epoch if state else 0, error)
+        draining = bool(state.draining) if state is not None else False
+        outcome = FlipOutcome(to, committed, state.epoch if state else 0, error, draining=draining)
         return outcome, _last_flip(outcome, None, seconds), seconds
     already = not result.committed and result.reason.endswith("is already active")
     outcome = FlipOutcome(
@@ -82,7 +88,9 @@ def flip(
         result.committed or already,
         result.epoch,
         result.reason,
-        refused="refuses the flip" in result.reason,
+        # a topology that cannot flip exactly; "still draining" passes, so retrying helps
+        refused="refuses the flip" in result.reason and "still draining" not in result.reason,
+        draining=result.committed and not result.drained,
     )
     return outcome, _last_flip(outcome, result, seconds), seconds
 
@@ -102,6 +110,7 @@ def _last_flip(outcome: FlipOutcome, result: FlipResult | None, seconds: float) 
         out["drainedMs"] = round(result.drained_ms, 1)
         out["cut"] = {tp_str(tp): off for tp, off in sorted(result.cut.items())}
         out["pending"] = [tp_str(tp) for tp in result.pending]
+        out["drained"] = result.drained
     elif result is None:
         out["pauseMs"] = round(seconds * 1000, 1)
     return out

@@ -48,6 +48,7 @@ class BlueGreen:
         self._reader: ControlReader | None = None
         self._producer: Producer | None = None
         self._drains_written: set[tuple[int, TopicPartition]] = set()
+        self._gave_up: set[int] = set()  # epochs this worker wrote an Abort for
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -84,11 +85,22 @@ class BlueGreen:
         """Block up to ``timeout`` for control records (used while paused for a flip)."""
         self.poll(timeout)
 
+    def catch_up(self) -> None:
+        """Fold every control record written so far (before processing newly assigned partitions)."""
+        assert self._reader is not None
+        before = self.gate.state.epoch
+        for msg in self._reader.catch_up():
+            self.gate.apply(msg)
+        self._log_commit(before)
+
     def poll(self, timeout: float = 0) -> None:
         assert self._reader is not None
         before = self.gate.state.epoch
         for msg in self._reader.poll(timeout):
             self.gate.apply(msg)
+        self._log_commit(before)
+
+    def _log_commit(self, before: int) -> None:
         if self.gate.state.epoch != before:
             state = self.gate.state
             log.info(
@@ -117,11 +129,17 @@ class BlueGreen:
         return self.gate.pending_prepare()
 
     def report(
-        self, epoch: int, positions: dict[TopicPartition, int], sources: list[str], refusal: str
+        self,
+        epoch: int,
+        positions: dict[TopicPartition, int],
+        sources: list[str],
+        refusal: str,
+        generation: int,
     ) -> None:
         """Write this member's positions; non-transactional, since the data behind them is committed."""
         assert self._producer is not None
-        rep = Report(epoch, self.color, self.member, positions, tuple(sorted(sources)), refusal)
+        refusal = refusal or self.gate.refusal()
+        rep = Report(epoch, self.color, self.member, positions, tuple(sorted(sources)), refusal, generation)
         self._producer.produce(self.topic, rep.encode(), rep.key(), partition=0)
         remaining = self._producer.flush(10)
         if remaining:
@@ -132,9 +150,28 @@ class BlueGreen:
                 "epoch": epoch,
                 "color": self.color,
                 "partitions": len(positions),
+                "generation": generation,
                 "refusal": refusal or None,
             },
         )
+
+    def give_up(self, waited_s: float) -> bool:
+        """Abort the flip this worker paused for if no decision came in time; True if it wrote one.
+
+        The Abort decides only if it lands before the coordinator's Commit; either way every
+        reader, this one included, follows whichever of the two the control topic holds first.
+        """
+        abort = self.gate.give_up(self.member, waited_s * 1000)
+        if abort is None or abort.epoch in self._gave_up:
+            return False
+        self._gave_up.add(abort.epoch)
+        assert self._producer is not None
+        self._producer.produce(self.topic, abort.encode(), abort.key(), partition=0)
+        self._producer.flush(10)
+        log.warning(
+            "flip given up", extra={"epoch": abort.epoch, "color": self.color, "reason": abort.reason}
+        )
+        return True
 
     def drains_due(self, positions: dict[TopicPartition, int]) -> list[tuple[bytes, bytes]]:
         """``drained`` records due once ``positions`` (about to be committed) are committed."""

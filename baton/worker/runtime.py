@@ -55,6 +55,7 @@ from baton.worker.metrics import Metrics
 from baton.worker.naming import TaskId, changelog_topic, dlq_topic, source_topics, tasks_for
 from baton.worker.output import Output, OutputRecordRefused
 from baton.worker.restore import RestoreJob, Restorer, Seed, TaskRestore
+from baton.worker.splice import flip_refusal
 from baton.worker.standby import StandbyTasks
 from baton.worker.statedir import process_id
 from baton.worker.stores import KeyValueStore, MemoryStore, RocksDBStore
@@ -79,6 +80,9 @@ class Worker:
         self._reported: tuple[int, int] | None = None  # (epoch, assignment version) last reported
         self._assignment_version = 0
         self._held: set[tuple[str, int]] = set()  # new active waiting for the old one's drain
+        self._generation = -1  # the group generation of the assignment in force
+        self._paused_at: tuple[int, float] | None = None  # (epoch, monotonic time) of the flip pause
+        self._flip_refusal = flip_refusal(self.topology)
         self.app = config.application_id
         self.eos = config.processing_guarantee is ProcessingGuarantee.EXACTLY_ONCE_V2
         self.app_dir = config.state_dir / self.app
@@ -305,9 +309,14 @@ class Worker:
         if prepare is None:
             if self._flip_paused:
                 self._flip_paused = False
+                self._paused_at = None
                 log.info("flip over, resumed", extra={"epoch": bg.gate.state.epoch, "active": bg.gate.state.active})
             return
         if self._reported == (prepare.epoch, self._assignment_version):
+            # no decision yet: after the prepare's timeout (this process's clock) give up with an
+            # Abort; whichever of it and the coordinator's Commit is first in the topic decides
+            if self._paused_at is not None:
+                bg.give_up(time.monotonic() - self._paused_at[1])
             return
         # Commit what was processed, so the reported positions are committed positions. The pause
         # itself is "stop calling consume()", not consumer.pause(): librdkafka drops its prefetched
@@ -315,6 +324,8 @@ class Worker:
         # flip. Heartbeats go on in librdkafka's own thread; the pause is far below max.poll.interval.ms.
         self._commit()
         self._flip_paused = True
+        if self._paused_at is None or self._paused_at[0] != prepare.epoch:
+            self._paused_at = (prepare.epoch, time.monotonic())
         sources = self._external_sources()
         positions: dict[tuple[str, int], int] = {}
         for task in self.tasks.values():
@@ -322,9 +333,7 @@ class Worker:
                 if topic in task.positions:
                     positions[(topic, task.partition)] = self._real_offset(topic, task.partition,
                                                                            task.positions[topic])
-        refusal = ("its topology repartitions (group_by/selectKey before an aggregation): flips of such "
-                   "topologies are not exact yet") if self.topology.repartition_topics else ""
-        bg.report(prepare.epoch, positions, sources, refusal)
+        bg.report(prepare.epoch, positions, sources, self._flip_refusal, self._generation)
         self._reported = (prepare.epoch, self._assignment_version)
 
     def _real_offset(self, topic: str, partition: int, position: int) -> int:
@@ -481,6 +490,7 @@ class Worker:
         self._roles = roles
         self._placement_dirty = True
         self._assignment_version += 1  # a flip in preparation must report for this generation
+        self._generation = event.generation
         log.info("assignment received", extra={
             "generation": event.generation, "active": sorted(map(str, roles.active)),
             "standby": sorted(map(str, roles.standby)), "warmup": sorted(map(str, roles.warmup))})
@@ -664,6 +674,10 @@ class Worker:
         self._placement_dirty = True
         if not assigned:
             return
+        if self.bluegreen is not None:
+            # the previous owner may have paused and reported for a flip this worker has not read
+            # yet: see every control record written so far before emitting anything for them
+            self.bluegreen.catch_up()
         consumer = self.consumer
         partitions = [TopicPartition(t, p) for t, p in assigned]
         now = time.monotonic()

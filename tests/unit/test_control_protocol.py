@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
-import random
-
 import pytest
 
-from baton.control.flipper import FlipAttempt, compute_cut
+from baton.control.flipper import FlipAttempt, compute_cut, prepare_refusal
 from baton.control.gate import RESUME_GRACE_MS, Gate
 from baton.control.messages import (
-    COLORS,
     Abort,
     ActiveState,
     BadControlRecord,
@@ -19,7 +15,6 @@ from baton.control.messages import (
     Prepare,
     Report,
     decode,
-    other,
 )
 
 pytestmark = pytest.mark.unit
@@ -30,9 +25,9 @@ P0, P1 = ("clicks", 0), ("clicks", 1)
 @pytest.mark.parametrize(
     "msg",
     [
-        ActiveState(3, "green", {P0: 10, P1: 7}, frozenset({P1})),
-        Prepare(4, "blue", 1_700_000_000_000),
-        Report(4, "green", "click-counter-green-0", {P0: 12, ("my:topic", 3): 5}, ("clicks",), "no"),
+        ActiveState(3, "green", {P0: 10, P1: 7}, frozenset({P1}), {P1: 3}),
+        Prepare(4, "blue", 10_000),
+        Report(4, "green", "click-counter-green-0", {P0: 12, ("my:topic", 3): 5}, ("clicks",), "no", 17),
         Commit(ActiveState(4, "blue", {P0: 12}, frozenset())),
         Abort(4, "no position from green"),
         Drained(4, ("my:topic", 3)),
@@ -59,36 +54,70 @@ def _emitters(gates: dict[str, Gate], tp: tuple[str, int], offset: int) -> list[
     return [c for c, g in gates.items() if g.emits(tp, offset)]
 
 
-def test_exactly_one_color_emits_each_offset_across_flips() -> None:
-    """Whatever the positions, every input offset is emitted by exactly one color."""
-    rng = random.Random(7)
+def test_old_active_owes_only_the_range_from_its_position_to_the_cut() -> None:
+    """Blue reported 40 and green 100: blue emits [40, 100) and nothing else, green from 100."""
+    attempt = FlipAttempt(Prepare(1, "green", 10_000), frozenset({P0, P1}), ActiveState(0, "blue"))
+    attempt.on_report(Report(1, "blue", "b0", {P0: 40, P1: 100}))
+    attempt.on_report(Report(1, "green", "g0", {P0: 100, P1: 60}))
+    commit = attempt.decision(0)
+    assert isinstance(commit, Commit)
     gates = {"blue": Gate("blue"), "green": Gate("green")}
-    state = gates["blue"].state
-    for epoch in range(1, 30):
-        to = other(state.active)
-        attempt = FlipAttempt(Prepare(epoch, to, 10**15), frozenset({P0, P1}), state)
-        for color in COLORS:
-            attempt.on_report(
-                Report(epoch, color, f"{color}-0", {P0: rng.randint(0, 1000), P1: rng.randint(0, 1000)})
-            )
-        decision = attempt.decision(now_ms=0)
-        assert isinstance(decision, Commit)
-        for g in gates.values():
-            g.apply(decision)
-        state = decision.state
-        for tp, offset in itertools.product((P0, P1), range(0, 1100, 7)):
-            assert len(_emitters(gates, tp, offset)) == 1
-
-
-def test_old_active_emits_below_cut_new_active_from_cut() -> None:
-    blue, green = Gate("blue"), Gate("green")
-    commit = Commit(ActiveState(1, "green", {P0: 100}, frozenset()))
-    for g in (blue, green):
+    for g in gates.values():
         g.apply(commit)
-    assert blue.emits(P0, 99) and not blue.emits(P0, 100)
-    assert not green.emits(P0, 99) and green.emits(P0, 100)
+    assert [_emitters(gates, P0, o) for o in (0, 39, 40, 99, 100)] == [[], [], ["blue"], ["blue"], ["green"]]
+    # P1: blue was at the cut, it owes nothing; a rebuilt blue (from offset 0) stays silent
+    assert [_emitters(gates, P1, o) for o in (0, 99, 100)] == [[], [], ["green"]]
+    # once blue's Drained record is out, its range is closed (a Rebuild replays it silently)
+    for g in gates.values():
+        g.apply(Drained(1, P0))
+    assert _emitters(gates, P0, 50) == []
     # a partition without a cut (added after the flip) belongs to the active color
-    assert green.emits(P1, 0) and not blue.emits(P1, 0)
+    assert _emitters(gates, ("other", 0), 5) == ["green"]
+
+
+def test_what_the_old_active_owes_starts_at_the_previous_cut() -> None:
+    """Green became active at 100 and is still at 60 when flipped back: it owes [100, cut)."""
+    previous = ActiveState(1, "green", {P0: 100})
+    attempt = FlipAttempt(Prepare(2, "blue", 10_000), frozenset({P0}), previous)
+    attempt.on_report(Report(2, "blue", "b0", {P0: 130}))
+    attempt.on_report(Report(2, "green", "g0", {P0: 60}))
+    commit = attempt.decision(0)
+    assert isinstance(commit, Commit)
+    assert commit.state.cut == {P0: 130} and commit.state.floor == {P0: 100}
+    # and a cut never goes below the previous one (a rebuilt color reports an early position)
+    attempt = FlipAttempt(Prepare(2, "blue", 10_000), frozenset({P0}), previous)
+    attempt.on_report(Report(2, "blue", "b0", {P0: 5}))
+    attempt.on_report(Report(2, "green", "g0", {P0: 90}))
+    commit = attempt.decision(0)
+    assert isinstance(commit, Commit)
+    assert commit.state.cut == {P0: 100} and commit.state.pending == frozenset()
+
+
+def test_no_flip_is_prepared_while_the_previous_one_drains() -> None:
+    state = ActiveState(3, "green", {P0: 100}, frozenset({P0}), {P0: 40})
+    reason = prepare_refusal(state, set())
+    assert reason.startswith("flip 3 to green is still draining: blue has not yet emitted everything")
+    assert "clicks:0" in reason
+    assert prepare_refusal(state, {(3, P0)}) == ""
+    gate = Gate("blue")
+    gate.apply(Commit(state))
+    assert "still draining" in gate.refusal()
+    gate.apply(Drained(3, P0))
+    assert gate.refusal() == ""
+
+
+def test_the_first_decision_in_the_topic_wins_for_every_reader() -> None:
+    prepare = Prepare(2, "green", 10_000)
+    late_commit = Commit(ActiveState(2, "green", {P0: 10}))
+    gate = Gate("blue")
+    for msg in (prepare, Abort(2, "blue worker b0 heard no decision"), late_commit, late_commit.state):
+        gate.apply(msg)
+    assert gate.state == ActiveState(0, "blue") and isinstance(gate.decided[2], Abort)
+    assert gate.pending_prepare() is None
+    gate = Gate("blue")
+    for msg in (prepare, late_commit, Abort(2, "too late")):
+        gate.apply(msg)
+    assert gate.state.active == "green" and gate.decided[2] == late_commit
 
 
 def test_new_active_is_held_until_old_active_drained() -> None:
@@ -113,17 +142,17 @@ def test_new_active_is_held_until_old_active_drained() -> None:
 
 
 def test_missing_reports_abort_at_the_deadline_naming_what_is_missing() -> None:
-    attempt = FlipAttempt(Prepare(2, "green", deadline_ms=1000), frozenset({P0, P1}), ActiveState(1, "blue"))
+    attempt = FlipAttempt(Prepare(2, "green", timeout_ms=1000), frozenset({P0, P1}), ActiveState(1, "blue"))
     attempt.on_report(Report(2, "blue", "b0", {P0: 1, P1: 1}))
     attempt.on_report(Report(2, "green", "g0", {P0: 1}))
-    assert attempt.decision(now_ms=999) is None
-    decision = attempt.decision(now_ms=1001)
+    assert attempt.decision(elapsed_ms=999) is None
+    decision = attempt.decision(elapsed_ms=1001)
     assert isinstance(decision, Abort)
     assert "green: clicks:1" in decision.reason
 
 
 def test_reports_of_other_epochs_are_ignored_and_moved_partitions_take_the_later_position() -> None:
-    attempt = FlipAttempt(Prepare(3, "blue", 10**15), frozenset({P0}), ActiveState(2, "green"))
+    attempt = FlipAttempt(Prepare(3, "blue", 10_000), frozenset({P0}), ActiveState(2, "green"))
     attempt.on_report(Report(2, "blue", "b0", {P0: 999}))
     attempt.on_report(Report(3, "blue", "b0", {P0: 10}))
     attempt.on_report(Report(3, "blue", "b1", {P0: 12}))
@@ -133,23 +162,40 @@ def test_reports_of_other_epochs_are_ignored_and_moved_partitions_take_the_later
     assert decision.state.cut == {P0: 12}
 
 
-def test_prepare_pauses_until_commit_abort_or_deadline_plus_grace() -> None:
+def test_only_the_newest_generation_of_reports_counts() -> None:
+    """A rebalance mid-flip: the old generation's positions are dropped until all re-report."""
+    attempt = FlipAttempt(Prepare(3, "green", 10_000), frozenset({P0, P1}), ActiveState(2, "blue"))
+    attempt.on_report(Report(3, "green", "g0", {P0: 5, P1: 5}, generation=7))
+    attempt.on_report(Report(3, "blue", "b0", {P0: 10, P1: 10}, generation=4))
+    attempt.on_report(Report(3, "blue", "b1", {P1: 12}, generation=5))  # P1 moved to b1
+    assert attempt.missing()["blue"] == [P0]  # b0's generation-4 report no longer counts
+    assert attempt.decision(0) is None
+    attempt.on_report(Report(3, "blue", "b0", {P0: 999}, generation=4))  # stale: ignored
+    attempt.on_report(Report(3, "blue", "b0", {P0: 10}, generation=5))
+    decision = attempt.decision(0)
+    assert isinstance(decision, Commit)
+    assert decision.state.cut == {P0: 10, P1: 12}
+
+
+def test_prepare_pauses_until_decided_and_a_worker_gives_up_after_timeout_plus_grace() -> None:
     gate = Gate("green")
-    prepare = Prepare(1, "green", deadline_ms=5_000)
+    prepare = Prepare(1, "green", timeout_ms=5_000)
     gate.apply(prepare)
-    assert gate.pending_prepare(now_ms=1_000) == prepare
-    assert gate.pending_prepare(now_ms=5_000 + RESUME_GRACE_MS + 1) is None
-    gate.apply(Abort(1, "test"))
-    assert gate.pending_prepare(now_ms=1_000) is None
+    assert gate.pending_prepare() == prepare
+    assert gate.give_up("g0", waited_ms=5_000 + RESUME_GRACE_MS - 1) is None
+    abort = gate.give_up("g0", waited_ms=5_000 + RESUME_GRACE_MS + 1)
+    assert abort is not None and abort.epoch == 1 and "green worker g0 heard no decision" in abort.reason
+    gate.apply(abort)
+    assert gate.pending_prepare() is None
     # a stale prepare (older than the state in force) never pauses
     gate.apply(Commit(ActiveState(5, "green")))
-    gate.apply(Prepare(4, "blue", deadline_ms=10**15))
-    assert gate.pending_prepare(now_ms=0) is None
+    gate.apply(Prepare(4, "blue", 10_000))
+    assert gate.pending_prepare() is None
 
 
 def test_a_refusing_worker_aborts_the_flip_at_once_with_its_reason() -> None:
-    attempt = FlipAttempt(Prepare(1, "green", 10**15), frozenset({P0}), ActiveState(0, "blue"))
+    attempt = FlipAttempt(Prepare(1, "green", 10_000), frozenset({P0}), ActiveState(0, "blue"))
     attempt.on_report(Report(1, "blue", "b0", {P0: 3}, ("clicks",), refusal="the topology repartitions"))
-    decision = attempt.decision(now_ms=0)
+    decision = attempt.decision(elapsed_ms=0)
     assert isinstance(decision, Abort)
     assert decision.reason == "blue worker b0 refuses the flip: the topology repartitions"

@@ -311,3 +311,22 @@ def test_a_never_created_active_color_takes_the_current_spec() -> None:
 
 def replace_view(view: ColorView, assignment: Assignment) -> ColorView:
     return ColorView(view.ready, view.lag, view.message, view.exists, assignment)
+
+
+def test_while_the_old_active_drains_nothing_flips_and_the_idle_color_keeps_its_generation() -> None:
+    """Issue 16, hole 2: a rollback (or a Rebuild of the idle color) before the drain is out
+    would lose or duplicate the old active's last records below the cut."""
+    up = UP.model_copy(update=dict(promotion_stable_seconds=0, state_migration="Rebuild"))
+    p = step(stable(), 0, revision="r2", upgrade=up)
+    p = step(p, 1, revision="r2", upgrade=up, flip=FlipOutcome("green", True, 1, "blue has not drained", draining=True))
+    assert p.active == "green" and "FlipDraining" in reasons(p)
+    draining = ("clicks:3",)
+    p = step(p, 5, revision="r2", upgrade=up, rollback=True, draining=draining)
+    assert p.flip is None and p.clear_annotations == () and p.phase != "RollingBack"
+    assert "waiting for blue to emit everything below the cut on clicks:3" in p.message
+    # a new revision now would rebuild blue (from offset 0) while it still owes records: it waits
+    p = step(p, 6, revision="r3", upgrade=up, draining=draining)
+    assert p.record.colors["blue"].revision == "r1" and p.flip is None
+    # drained: the rollback asked for runs, and annotations are cleared then
+    p = step(p, 7, revision="r2", upgrade=up, rollback=True)
+    assert p.phase == "RollingBack" and p.flip == "blue" and p.clear_annotations == (ANNOTATION_ROLLBACK,)
