@@ -96,7 +96,14 @@ def main() -> int:
         delete_topics(bootstrap, [clicks, counts])
         with_timeout = ["--wait=false"]
         subprocess.run(
-            [str(kubectl.binary), f"--kubeconfig={kubectl.kubeconfig}", "delete", "namespace", namespace, *with_timeout],
+            [
+                str(kubectl.binary),
+                f"--kubeconfig={kubectl.kubeconfig}",
+                "delete",
+                "namespace",
+                namespace,
+                *with_timeout,
+            ],
             capture_output=True,
             check=False,
         )

@@ -44,8 +44,15 @@ STORE = "counts"
 
 
 def produce_round(bootstrap: str, topic: str, keys: int, round_: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1 << 20,
-                         "compression.type": "lz4", "partitioner": "murmur2_random"})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1 << 20,
+            "compression.type": "lz4",
+            "partitioner": "murmur2_random",
+        }
+    )
     for i in range(keys):
         key = b"user-%08d" % i
         while True:
@@ -60,8 +67,9 @@ def produce_round(bootstrap: str, topic: str, keys: int, round_: int) -> None:
 def restore(bootstrap: str, app: str, topic: str, state: Path, store_uri: str | None) -> dict[str, float]:
     """Restore every partition into fresh RocksDB stores; seconds and changelog records replayed."""
     seed = snapshot.seeder(store_uri, app, lambda s: changelog_topic(app, s)) if store_uri else None
-    restorer = Restorer({"bootstrap.servers": bootstrap, "group.id": f"bench-restore-{uuid.uuid4().hex}"},
-                        seed=seed)
+    restorer = Restorer(
+        {"bootstrap.servers": bootstrap, "group.id": f"bench-restore-{uuid.uuid4().hex}"}, seed=seed
+    )
     done = threading.Event()
     stores = [RocksDBStore(state / str(p) / STORE) for p in range(PARTITIONS)]
     jobs = [RestoreJob(TaskId(0, p), STORE, topic, p, stores[p]) for p in range(PARTITIONS)]
@@ -88,7 +96,9 @@ def restore(bootstrap: str, app: str, topic: str, state: Path, store_uri: str | 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:39092"))
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--updates", type=int, default=5)
@@ -107,8 +117,13 @@ def main() -> None:
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1, config=CHANGELOG_CONFIG)])[topic].result(30)
     work = Path(tempfile.mkdtemp(prefix="baton-bench-compact-"))
-    results: dict[str, Any] = {"keys": args.keys, "updates": args.updates, "partitions": PARTITIONS,
-                               "master": args.master, "cpus": os.cpu_count()}
+    results: dict[str, Any] = {
+        "keys": args.keys,
+        "updates": args.updates,
+        "partitions": PARTITIONS,
+        "master": args.master,
+        "cpus": os.cpu_count(),
+    }
     try:
         started = time.monotonic()
         for round_ in range(args.updates - 1):
@@ -124,9 +139,13 @@ def main() -> None:
         seconds = time.monotonic() - started
         spark.stop()
         read = report["summary"]["records_read"]
-        results["compaction"] = {"records_read": read, "live_keys": report["summary"]["live_keys"],
-                                 "seconds": round(seconds, 2), "records_per_second": round(read / seconds),
-                                 "timings": report["timings"]}
+        results["compaction"] = {
+            "records_read": read,
+            "live_keys": report["summary"]["live_keys"],
+            "seconds": round(seconds, 2),
+            "records_per_second": round(read / seconds),
+            "timings": report["timings"],
+        }
         produce_round(args.bootstrap, topic, args.keys, args.updates - 1)
 
         results["restore_without_snapshot"] = restore(args.bootstrap, app, topic, work / "plain", None)
@@ -135,15 +154,21 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
         admin.delete_topics([topic])[topic].result(30)
 
-    c, plain, seeded = results["compaction"], results["restore_without_snapshot"], results["restore_with_snapshot"]
+    c, plain, seeded = (
+        results["compaction"],
+        results["restore_without_snapshot"],
+        results["restore_with_snapshot"],
+    )
     rows = [
         ("changelog records", f"{args.keys * args.updates:,} ({args.keys:,} keys x {args.updates})"),
         ("compaction: records read", f"{c['records_read']:,} in {c['seconds']} s"),
         ("compaction throughput", f"{c['records_per_second']:,} records/s"),
         ("spark session start", f"{results['spark_start_seconds']} s"),
         ("restore without snapshot", f"{plain['seconds']} s, {plain['replayed']:,} records replayed"),
-        ("restore with snapshot", f"{seeded['seconds']} s, {args.keys:,} keys loaded + "
-                                  f"{seeded['replayed']:,} records replayed"),
+        (
+            "restore with snapshot",
+            f"{seeded['seconds']} s, {args.keys:,} keys loaded + {seeded['replayed']:,} records replayed",
+        ),
     ]
     width = max(len(r[0]) for r in rows)
     print(f"| {'':{width}} | |\n|{'-' * (width + 2)}|---|")

@@ -26,18 +26,27 @@ from baton.worker.testing import WorkerProcess, produce, wait_for
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "click_counter.py")
 
 
-def run_one(bootstrap: str, source: str, guarantee: str, events: int, workdir: Path) -> dict[str, float | str]:
+def run_one(
+    bootstrap: str, source: str, guarantee: str, events: int, workdir: Path
+) -> dict[str, float | str]:
     sink = f"{source}-counts-{guarantee}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(sink, 8, 1)])[sink].result(30)
     app = f"bench-{guarantee}-{uuid.uuid4().hex[:6]}"
-    worker = WorkerProcess(EXAMPLE, bootstrap=bootstrap, application_id=app, state_dir=workdir / app,
-                           log_path=workdir / f"{app}.log", guarantee=guarantee,
-                           env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink})
+    worker = WorkerProcess(
+        EXAMPLE,
+        bootstrap=bootstrap,
+        application_id=app,
+        state_dir=workdir / app,
+        log_path=workdir / f"{app}.log",
+        guarantee=guarantee,
+        env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
+    )
     started = time.monotonic()
     worker.start()
     first = last = 0.0
     try:
+
         def progress() -> bool:
             nonlocal first, last
             done = worker.metric("baton_records_consumed_total")
@@ -51,9 +60,14 @@ def run_one(bootstrap: str, source: str, guarantee: str, events: int, workdir: P
     finally:
         code = worker.stop(60)
     seconds = last - first
-    return {"guarantee": guarantee, "events": events, "seconds": round(seconds, 2),
-            "records_per_second": round(events / seconds), "end_to_end_seconds": round(last - started, 2),
-            "exit_code": code}
+    return {
+        "guarantee": guarantee,
+        "events": events,
+        "seconds": round(seconds, 2),
+        "records_per_second": round(events / seconds),
+        "end_to_end_seconds": round(last - started, 2),
+        "exit_code": code,
+    }
 
 
 def main() -> None:
@@ -83,11 +97,14 @@ def main() -> None:
             results.append(run_one(args.bootstrap, source, guarantee, args.events, Path(tmp)))
     print(f"{'guarantee':<18}{'events':>10}{'seconds':>10}{'records/s':>12}{'end-to-end s':>14}")
     for r in results:
-        print(f"{r['guarantee']:<18}{r['events']:>10,}{r['seconds']:>10}{r['records_per_second']:>12,}"
-              f"{r['end_to_end_seconds']:>14}")
+        print(
+            f"{r['guarantee']:<18}{r['events']:>10,}{r['seconds']:>10}{r['records_per_second']:>12,}"
+            f"{r['end_to_end_seconds']:>14}"
+        )
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(orjson.dumps({"cpus": os.cpu_count(), "results": results},
-                                      option=orjson.OPT_INDENT_2).decode())
+    args.json.write_text(
+        orjson.dumps({"cpus": os.cpu_count(), "results": results}, option=orjson.OPT_INDENT_2).decode()
+    )
 
 
 if __name__ == "__main__":

@@ -18,8 +18,10 @@ class Click(BaseModel):
 
 
 topology = Topology()
-(topology.stream(os.environ.get("CLICKS_TOPIC", "clicks"), key=STR, value=Json(Click))
+(
+    topology.stream(os.environ.get("CLICKS_TOPIC", "clicks"), key=STR, value=Json(Click))
     .group_by_key()
     .count(store="user-counts-store")
     .to_stream()
-    .to(os.environ.get("COUNTS_TOPIC", "user_counts"), value=JSON))
+    .to(os.environ.get("COUNTS_TOPIC", "user_counts"), value=JSON)
+)

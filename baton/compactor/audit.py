@@ -34,26 +34,47 @@ def config_findings(topic: str, configs: Mapping[str, str]) -> list[Finding]:
     out: list[Finding] = []
     policy = {p.strip() for p in configs.get("cleanup.policy", "delete").split(",")}
     if "compact" not in policy:
-        out.append(Finding("cleanup-policy", topic,
-                           f"cleanup.policy is {configs.get('cleanup.policy', 'delete')!r}, not compact: old "
-                           "updates are never removed, and deleting by retention loses state",
-                           details={"cleanup.policy": configs.get("cleanup.policy", "delete")}))
+        out.append(
+            Finding(
+                "cleanup-policy",
+                topic,
+                f"cleanup.policy is {configs.get('cleanup.policy', 'delete')!r}, not compact: old "
+                "updates are never removed, and deleting by retention loses state",
+                details={"cleanup.policy": configs.get("cleanup.policy", "delete")},
+            )
+        )
     elif "delete" in policy:
-        out.append(Finding("cleanup-policy", topic,
-                           "cleanup.policy is 'compact,delete': retention deletes keys that were not updated "
-                           "recently, so a restore loses them", details={"cleanup.policy": "compact,delete"}))
+        out.append(
+            Finding(
+                "cleanup-policy",
+                topic,
+                "cleanup.policy is 'compact,delete': retention deletes keys that were not updated "
+                "recently, so a restore loses them",
+                details={"cleanup.policy": "compact,delete"},
+            )
+        )
     segment_bytes = _int(configs.get("segment.bytes"))
     if segment_bytes is not None and segment_bytes > MAX_SEGMENT_BYTES:
-        out.append(Finding("segment-bytes", topic,
-                           f"segment.bytes is {segment_bytes}: the active segment, which is never compacted, "
-                           f"may hold up to that much; keep it at most {MAX_SEGMENT_BYTES}",
-                           details={"segment.bytes": segment_bytes}))
+        out.append(
+            Finding(
+                "segment-bytes",
+                topic,
+                f"segment.bytes is {segment_bytes}: the active segment, which is never compacted, "
+                f"may hold up to that much; keep it at most {MAX_SEGMENT_BYTES}",
+                details={"segment.bytes": segment_bytes},
+            )
+        )
     segment_ms = _int(configs.get("segment.ms"))
     if segment_ms is not None and segment_ms > MAX_SEGMENT_MS:
-        out.append(Finding("segment-ms", topic,
-                           f"segment.ms is {segment_ms}: a quiet changelog rolls its active segment (and lets "
-                           f"it be compacted) only that often; keep it at most {MAX_SEGMENT_MS}",
-                           details={"segment.ms": segment_ms}))
+        out.append(
+            Finding(
+                "segment-ms",
+                topic,
+                f"segment.ms is {segment_ms}: a quiet changelog rolls its active segment (and lets "
+                f"it be compacted) only that often; keep it at most {MAX_SEGMENT_MS}",
+                details={"segment.ms": segment_ms},
+            )
+        )
     return out
 
 
@@ -82,8 +103,13 @@ class Divergence:
             self.samples.append({"key": show(key), "expected": show(expected), "actual": show(actual)})
 
     def to_json(self) -> dict[str, Any]:
-        return {"compared": self.compared, "missing": self.missing, "unexpected": self.unexpected,
-                "different": self.different, "samples": self.samples}
+        return {
+            "compared": self.compared,
+            "missing": self.missing,
+            "unexpected": self.unexpected,
+            "different": self.different,
+            "samples": self.samples,
+        }
 
 
 def compare(expected: Mapping[bytes, bytes], actual: Mapping[bytes, bytes]) -> Divergence:

@@ -32,27 +32,72 @@ def _kafka_settings(_ctx: click.Context, _param: click.Parameter, values: tuple[
 
 
 @click.command()
-@click.option("--application-id", "application_ids", multiple=True, required=True,
-              envvar="BATON_APPLICATION_IDS", help="Application id (one color) to compact; repeatable.")
-@click.option("--snapshot-store", required=True, envvar="BATON_SNAPSHOT_STORE",
-              help="Root URI of snapshots and reports: a path, file://, hdfs://, s3a://...")
+@click.option(
+    "--application-id",
+    "application_ids",
+    multiple=True,
+    required=True,
+    envvar="BATON_APPLICATION_IDS",
+    help="Application id (one color) to compact; repeatable.",
+)
+@click.option(
+    "--snapshot-store",
+    required=True,
+    envvar="BATON_SNAPSHOT_STORE",
+    help="Root URI of snapshots and reports: a path, file://, hdfs://, s3a://...",
+)
 @click.option("--bootstrap-servers", required=True, envvar="BATON_BOOTSTRAP_SERVERS")
-@click.option("--topology", envvar="BATON_TOPOLOGY", help="The app's topology, to audit stores against a recomputation.")
-@click.option("--keep", type=click.IntRange(min=1), default=3, show_default=True, envvar="BATON_SNAPSHOT_KEEP",
-              help="Snapshots kept per changelog partition.")
-@click.option("--jars", envvar="BATON_SPARK_JARS", help="Comma-separated spark-sql-kafka jars (not needed "
-              "under spark-submit --jars/--packages).")
+@click.option(
+    "--topology", envvar="BATON_TOPOLOGY", help="The app's topology, to audit stores against a recomputation."
+)
+@click.option(
+    "--keep",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    envvar="BATON_SNAPSHOT_KEEP",
+    help="Snapshots kept per changelog partition.",
+)
+@click.option(
+    "--jars",
+    envvar="BATON_SPARK_JARS",
+    help="Comma-separated spark-sql-kafka jars (not needed under spark-submit --jars/--packages).",
+)
 @click.option("--master", envvar="BATON_SPARK_MASTER", help="Spark master, e.g. local[2]; default: Spark's.")
-@click.option("-X", "--kafka-config", "kafka_config", multiple=True, callback=_kafka_settings,
-              help="Kafka client setting key=value (repeatable), e.g. security.protocol=SASL_SSL.")
-@click.option("--kafka-config-json", envvar="BATON_KAFKA_CONFIG",
-              help="Kafka client settings as a JSON object (the workers' BATON_KAFKA_CONFIG); -X wins.")
+@click.option(
+    "-X",
+    "--kafka-config",
+    "kafka_config",
+    multiple=True,
+    callback=_kafka_settings,
+    help="Kafka client setting key=value (repeatable), e.g. security.protocol=SASL_SSL.",
+)
+@click.option(
+    "--kafka-config-json",
+    envvar="BATON_KAFKA_CONFIG",
+    help="Kafka client settings as a JSON object (the workers' BATON_KAFKA_CONFIG); -X wins.",
+)
 @click.option("--fail-on-findings", is_flag=True, help="Exit with 3 when the audit has findings.")
-@click.option("--streamapp", envvar="BATON_STREAMAPP", metavar="NAMESPACE/NAME",
-              help="Write the audit summary into this StreamApp's status.compaction (in-cluster or KUBECONFIG).")
-def compact(*, application_ids: tuple[str, ...], snapshot_store: str, bootstrap_servers: str, topology: str | None,
-            keep: int, jars: str | None, master: str | None, kafka_config: dict[str, str],
-            kafka_config_json: str | None, fail_on_findings: bool, streamapp: str | None) -> None:
+@click.option(
+    "--streamapp",
+    envvar="BATON_STREAMAPP",
+    metavar="NAMESPACE/NAME",
+    help="Write the audit summary into this StreamApp's status.compaction (in-cluster or KUBECONFIG).",
+)
+def compact(
+    *,
+    application_ids: tuple[str, ...],
+    snapshot_store: str,
+    bootstrap_servers: str,
+    topology: str | None,
+    keep: int,
+    jars: str | None,
+    master: str | None,
+    kafka_config: dict[str, str],
+    kafka_config_json: str | None,
+    fail_on_findings: bool,
+    streamapp: str | None,
+) -> None:
     """Snapshot every changelog partition of the app ids, keep the last N, and write an audit report."""
     from baton.compactor.job import JobConfig, run
     from baton.compactor.session import session
@@ -90,7 +135,9 @@ def _write_status(target: tuple[str, str], report: dict[str, Any], report_uri: s
     try:
         write_status(*target, compaction_status(report, finished, report_uri))
     except Exception as exc:
-        logging.getLogger("baton.compactor").error("could not write status.compaction of %s/%s: %s", *target, exc)
+        logging.getLogger("baton.compactor").error(
+            "could not write status.compaction of %s/%s: %s", *target, exc
+        )
         sys.exit(4)
 
 

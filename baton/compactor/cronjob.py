@@ -37,19 +37,33 @@ def compactor_name(body: dict[str, Any]) -> str:
 
 def _labels(name: str) -> dict[str, str]:
     # baton.dev/app is how the operator lists what an app owns, to prune it (operator/kube.py).
-    return {"app.kubernetes.io/name": "baton-streamapp", "app.kubernetes.io/instance": name,
-            "app.kubernetes.io/component": "compactor", "app.kubernetes.io/managed-by": "baton-operator",
-            "baton.dev/app": name}
+    return {
+        "app.kubernetes.io/name": "baton-streamapp",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/component": "compactor",
+        "app.kubernetes.io/managed-by": "baton-operator",
+        "baton.dev/app": name,
+    }
 
 
 def _metadata(body: dict[str, Any]) -> dict[str, Any]:
     meta = body["metadata"]
-    out: dict[str, Any] = {"name": compactor_name(body), "namespace": meta.get("namespace"),
-                           "labels": _labels(meta["name"])}
+    out: dict[str, Any] = {
+        "name": compactor_name(body),
+        "namespace": meta.get("namespace"),
+        "labels": _labels(meta["name"]),
+    }
     if meta.get("uid"):
-        out["ownerReferences"] = [{"apiVersion": body.get("apiVersion", "baton.dev/v1alpha1"),
-                                   "kind": body.get("kind", "StreamApp"), "name": meta["name"], "uid": meta["uid"],
-                                   "controller": True, "blockOwnerDeletion": True}]
+        out["ownerReferences"] = [
+            {
+                "apiVersion": body.get("apiVersion", "baton.dev/v1alpha1"),
+                "kind": body.get("kind", "StreamApp"),
+                "name": meta["name"],
+                "uid": meta["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
     return out
 
 
@@ -60,18 +74,38 @@ def compactor_identity(body: dict[str, Any]) -> list[dict[str, Any]]:
     rbac = "rbac.authorization.k8s.io"
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(body)},
-        {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": _metadata(body),
-         "rules": [{"apiGroups": [group], "resources": ["streamapps/status"], "resourceNames": [name],
-                    "verbs": ["get", "patch"]}]},
-        {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding", "metadata": _metadata(body),
-         "roleRef": {"apiGroup": rbac, "kind": "Role", "name": compactor_name(body)},
-         "subjects": [{"kind": "ServiceAccount", "name": compactor_name(body),
-                       "namespace": body["metadata"].get("namespace")}]},
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "Role",
+            "metadata": _metadata(body),
+            "rules": [
+                {
+                    "apiGroups": [group],
+                    "resources": ["streamapps/status"],
+                    "resourceNames": [name],
+                    "verbs": ["get", "patch"],
+                }
+            ],
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "RoleBinding",
+            "metadata": _metadata(body),
+            "roleRef": {"apiGroup": rbac, "kind": "Role", "name": compactor_name(body)},
+            "subjects": [
+                {
+                    "kind": "ServiceAccount",
+                    "name": compactor_name(body),
+                    "namespace": body["metadata"].get("namespace"),
+                }
+            ],
+        },
     ]
 
 
-def cronjob(body: dict[str, Any], *, flip_in_progress: bool = False,
-            extra_env: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+def cronjob(
+    body: dict[str, Any], *, flip_in_progress: bool = False, extra_env: list[dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
     """The CronJob manifest, or None when ``spec.compaction.enabled`` is false.
 
     It runs as :func:`compactor_identity`'s ServiceAccount, which the caller applies with it."""
@@ -87,13 +121,25 @@ def cronjob(body: dict[str, Any], *, flip_in_progress: bool = False,
     store = compaction.get("snapshotStore") or (SNAPSHOT_MOUNT if claim else None)
     if store is None:
         raise ValueError("spec.compaction needs snapshotStore (a URI) or snapshotVolumeClaim (a PVC)")
-    args = ["compact", "--snapshot-store", store, "--keep", str(compaction.get("keep", 3)),
-            "--topology", spec["topology"], "--master", compaction.get("sparkMaster", "local[*]")]
+    args = [
+        "compact",
+        "--snapshot-store",
+        store,
+        "--keep",
+        str(compaction.get("keep", 3)),
+        "--topology",
+        spec["topology"],
+        "--master",
+        compaction.get("sparkMaster", "local[*]"),
+    ]
     for color in colors:
         args += ["--application-id", f"{app_id}-{color}"]
-    env = [{"name": "BATON_BOOTSTRAP_SERVERS", "value": spec["kafka"]["bootstrapServers"]},
-           {"name": "BATON_STREAMAPP", "value": f"{meta.get('namespace')}/{name}"},
-           {"name": "HOME", "value": "/tmp"}, *(extra_env or [])]
+    env = [
+        {"name": "BATON_BOOTSTRAP_SERVERS", "value": spec["kafka"]["bootstrapServers"]},
+        {"name": "BATON_STREAMAPP", "value": f"{meta.get('namespace')}/{name}"},
+        {"name": "HOME", "value": "/tmp"},
+        *(extra_env or []),
+    ]
     labels = _labels(name)
     container: dict[str, Any] = {
         "name": CONTAINER,
@@ -102,9 +148,13 @@ def cronjob(body: dict[str, Any], *, flip_in_progress: bool = False,
         "command": ["baton"],
         "args": args,
         "env": env,
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
     }
     if compaction.get("resources"):
@@ -134,8 +184,11 @@ def cronjob(body: dict[str, Any], *, flip_in_progress: bool = False,
             "failedJobsHistoryLimit": compaction.get("failedJobsHistoryLimit", 3),
             "jobTemplate": {
                 "metadata": {"labels": labels},
-                "spec": {"backoffLimit": 1, "activeDeadlineSeconds": compaction.get("activeDeadlineSeconds", 6 * 3600),
-                         "template": {"metadata": {"labels": labels}, "spec": pod}},
+                "spec": {
+                    "backoffLimit": 1,
+                    "activeDeadlineSeconds": compaction.get("activeDeadlineSeconds", 6 * 3600),
+                    "template": {"metadata": {"labels": labels}, "spec": pod},
+                },
             },
         },
     }

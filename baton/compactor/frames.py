@@ -18,24 +18,37 @@ def diff(expected: Any, actual: Any) -> tuple[dict[str, int], list[Any]]:
     """Full outer join on (topic, partition, key): counts of missing/unexpected/different, and a few rows."""
     from pyspark.sql import functions as F  # noqa: N812
 
-    joined = (expected.withColumnRenamed("value", "expected")
-              .join(actual.withColumnRenamed("value", "actual"), ["topic", "partition", "key"], "full_outer"))
+    joined = expected.withColumnRenamed("value", "expected").join(
+        actual.withColumnRenamed("value", "actual"), ["topic", "partition", "key"], "full_outer"
+    )
     differs = joined.where(~F.col("expected").eqNullSafe(F.col("actual"))).cache()
     counts = differs.agg(
         F.count(F.lit(1)).alias("total"),
         F.sum(F.when(F.col("actual").isNull(), 1).otherwise(0)).alias("missing"),
-        F.sum(F.when(F.col("expected").isNull(), 1).otherwise(0)).alias("unexpected")).collect()[0]
+        F.sum(F.when(F.col("expected").isNull(), 1).otherwise(0)).alias("unexpected"),
+    ).collect()[0]
     compared = joined.count()
     total = int(counts["total"])
     missing, unexpected = int(counts["missing"] or 0), int(counts["unexpected"] or 0)
     samples = differs.orderBy("topic", "partition", "key").limit(10).collect()
     differs.unpersist()
-    return ({"compared": compared, "missing": missing, "unexpected": unexpected,
-             "different": total - missing - unexpected}, samples)
+    return (
+        {
+            "compared": compared,
+            "missing": missing,
+            "unexpected": unexpected,
+            "different": total - missing - unexpected,
+        },
+        samples,
+    )
 
 
-def read_kafka(spark: Any, bootstrap: str, ranges: dict[str, dict[int, tuple[int, int]]],
-               options: dict[str, str] | None = None) -> Any:
+def read_kafka(
+    spark: Any,
+    bootstrap: str,
+    ranges: dict[str, dict[int, tuple[int, int]]],
+    options: dict[str, str] | None = None,
+) -> Any:
     """Records of each topic partition in [start, end): columns topic, partition, offset, key, value.
 
     ``read_committed`` skips aborted transactions; ``failOnDataLoss`` is off because offset
@@ -45,21 +58,28 @@ def read_kafka(spark: Any, bootstrap: str, ranges: dict[str, dict[int, tuple[int
     topics = {t: parts for t, parts in topics.items() if parts}
     if not topics:
         return None
-    reader = (spark.read.format("kafka")
-              .option("kafka.bootstrap.servers", bootstrap)
-              .option("kafka.isolation.level", "read_committed")
-              .option("failOnDataLoss", "false")
-              .option("assign", json.dumps({t: [int(p) for p in parts] for t, parts in topics.items()}))
-              .option("startingOffsets", json.dumps({t: {p: r[0] for p, r in parts.items()}
-                                                     for t, parts in topics.items()}))
-              .option("endingOffsets", json.dumps({t: {p: r[1] for p, r in parts.items()}
-                                                   for t, parts in topics.items()})))
+    reader = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.isolation.level", "read_committed")
+        .option("failOnDataLoss", "false")
+        .option("assign", json.dumps({t: [int(p) for p in parts] for t, parts in topics.items()}))
+        .option(
+            "startingOffsets",
+            json.dumps({t: {p: r[0] for p, r in parts.items()} for t, parts in topics.items()}),
+        )
+        .option(
+            "endingOffsets",
+            json.dumps({t: {p: r[1] for p, r in parts.items()} for t, parts in topics.items()}),
+        )
+    )
     for key, value in (options or {}).items():
         reader = reader.option(key, value)
     from pyspark.sql import functions as F  # noqa: N812
 
-    return reader.load().select("topic", "partition", "offset", "key", "value",
-                                F.unix_millis("timestamp").alias("ts"))
+    return reader.load().select(
+        "topic", "partition", "offset", "key", "value", F.unix_millis("timestamp").alias("ts")
+    )
 
 
 def per_key(records: Any) -> Any:
@@ -72,7 +92,8 @@ def per_key(records: Any) -> Any:
         F.max(F.struct("offset", "value")).getField("value").alias("value"),
         F.count(F.lit(1)).alias("updates"),
         F.sum(F.when(F.col("value").isNull(), 1).otherwise(0)).alias("tombstones"),
-        F.sum(size).alias("bytes"))
+        F.sum(size).alias("bytes"),
+    )
 
 
 def live(keys: Any) -> Any:
@@ -85,10 +106,24 @@ def live(keys: Any) -> Any:
 def stats(keys: Any) -> dict[tuple[str, int], PartitionStats]:
     from pyspark.sql import functions as F  # noqa: N812
 
-    rows = keys.groupBy("topic", "partition").agg(
-        F.sum("updates").alias("records"), F.sum("tombstones").alias("tombstones"), F.sum("bytes").alias("bytes"),
-        F.count(F.lit(1)).alias("distinct_keys"),
-        F.sum(F.when(F.col("value").isNotNull(), 1).otherwise(0)).alias("live_keys")).collect()
-    return {(r["topic"], int(r["partition"])): PartitionStats(
-        records=int(r["records"]), tombstones=int(r["tombstones"]), bytes=int(r["bytes"]),
-        distinct_keys=int(r["distinct_keys"]), live_keys=int(r["live_keys"])) for r in rows}
+    rows = (
+        keys.groupBy("topic", "partition")
+        .agg(
+            F.sum("updates").alias("records"),
+            F.sum("tombstones").alias("tombstones"),
+            F.sum("bytes").alias("bytes"),
+            F.count(F.lit(1)).alias("distinct_keys"),
+            F.sum(F.when(F.col("value").isNotNull(), 1).otherwise(0)).alias("live_keys"),
+        )
+        .collect()
+    )
+    return {
+        (r["topic"], int(r["partition"])): PartitionStats(
+            records=int(r["records"]),
+            tombstones=int(r["tombstones"]),
+            bytes=int(r["bytes"]),
+            distinct_keys=int(r["distinct_keys"]),
+            live_keys=int(r["live_keys"]),
+        )
+        for r in rows
+    }

@@ -80,8 +80,9 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
     stats = frames.stats(keys) if keys is not None else {}
     timings["read_and_aggregate"] = time.monotonic() - mark
     mark = time.monotonic()
-    results = _snapshots(spark, store, config, changelogs=changelogs, ranges=ranges, stats=stats, keys=keys,
-                         created=created)
+    results = _snapshots(
+        spark, store, config, changelogs=changelogs, ranges=ranges, stats=stats, keys=keys, created=created
+    )
 
     timings["write_snapshots"] = time.monotonic() - mark
     mark = time.monotonic()
@@ -90,19 +91,29 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
     live = frames.live(keys) if keys is not None else None
     audits: dict[str, Any] = {}
     if config.topology and live is not None:
-        audits["recompute"] = _recompute_audit(spark, config, changelogs=changelogs, committed=before,
-                                               stable=stable, live=live, findings=findings)
+        audits["recompute"] = _recompute_audit(
+            spark,
+            config,
+            changelogs=changelogs,
+            committed=before,
+            stable=stable,
+            live=live,
+            findings=findings,
+        )
     if live is not None:
-        audits["colors"] = _color_audit(config, changelogs=changelogs, committed=before, stable=stable,
-                                         live=live, findings=findings)
+        audits["colors"] = _color_audit(
+            config, changelogs=changelogs, committed=before, stable=stable, live=live, findings=findings
+        )
     if keys is not None:
         keys.unpersist()
     timings["audit"] = time.monotonic() - mark
     log.info("compaction done", extra={k: round(v, 2) for k, v in timings.items()})
 
     report = {
-        "created_at": created, "application_ids": config.application_ids,
-        "snapshot_store": config.snapshot_store, "seconds": round(time.monotonic() - started, 3),
+        "created_at": created,
+        "application_ids": config.application_ids,
+        "snapshot_store": config.snapshot_store,
+        "seconds": round(time.monotonic() - started, 3),
         "records_read": sum(r.stats.records for r in results),
         "timings": {k: round(v, 3) for k, v in timings.items()},
         "partitions": [r.to_json() for r in results],
@@ -114,21 +125,40 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
     return report
 
 
-def _snapshots(spark: Any, store: HadoopStore, config: JobConfig, *, changelogs: list[Changelog],
-               ranges: dict[str, dict[int, tuple[int, int]]], stats: dict[tuple[str, int], PartitionStats],
-               keys: Any, created: str) -> list[PartitionResult]:
+def _snapshots(
+    spark: Any,
+    store: HadoopStore,
+    config: JobConfig,
+    *,
+    changelogs: list[Changelog],
+    ranges: dict[str, dict[int, tuple[int, int]]],
+    stats: dict[tuple[str, int], PartitionStats],
+    keys: Any,
+    created: str,
+) -> list[PartitionResult]:
     """Write the snapshots that are new, apply retention; one result per changelog partition."""
     results: list[PartitionResult] = []
     stale: list[tuple[str, int]] = []
     for c in changelogs:
         for partition, (low, high) in sorted(ranges[c.topic].items()):
             base = partition_dir(store.root, c.application_id, c.store, partition)
-            existing = {end: name for name in store.children(base)
-                        if (end := end_of(name)) is not None and store.exists(f"{base}/{name}/{MANIFEST}")}
+            existing = {
+                end: name
+                for name in store.children(base)
+                if (end := end_of(name)) is not None and store.exists(f"{base}/{name}/{MANIFEST}")
+            }
             path = f"{base}/{snapshot_name(high)}"
-            result = PartitionResult(c.application_id, c.store, c.topic, partition, low, high,
-                                     stats.get((c.topic, partition), PartitionStats()), path,
-                                     written=high not in existing)
+            result = PartitionResult(
+                c.application_id,
+                c.store,
+                c.topic,
+                partition,
+                low,
+                high,
+                stats.get((c.topic, partition), PartitionStats()),
+                path,
+                written=high not in existing,
+            )
             results.append(result)
             if result.written:
                 stale.append((c.topic, partition))
@@ -138,9 +168,13 @@ def _snapshots(spark: Any, store: HadoopStore, config: JobConfig, *, changelogs:
 
         wanted = spark.createDataFrame(stale, "topic string, partition int")
         content = frames.live(keys).join(F.broadcast(wanted), ["topic", "partition"])
-        (content.repartition("topic", "partition").write
-         .option("compression", "gzip").option("parquet.enable.dictionary", "false")
-         .partitionBy("topic", "partition").parquet(staging))
+        (
+            content.repartition("topic", "partition")
+            .write.option("compression", "gzip")
+            .option("parquet.enable.dictionary", "false")
+            .partitionBy("topic", "partition")
+            .parquet(staging)
+        )
     for r in results:
         if r.written:
             assert r.snapshot is not None
@@ -149,10 +183,23 @@ def _snapshots(spark: Any, store: HadoopStore, config: JobConfig, *, changelogs:
                 store.move(source, r.snapshot)
             else:  # no live key: an empty snapshot still says "nothing below end_offset"
                 store.mkdirs(r.snapshot)
-            store.write_text(f"{r.snapshot}/{MANIFEST}", json.dumps({
-                "format": 1, "application_id": r.application_id, "store": r.store, "topic": r.topic,
-                "partition": r.partition, "start_offset": r.start_offset, "end_offset": r.end_offset,
-                "records": r.stats.live_keys, "changelog_records": r.stats.records, "created_at": created}))
+            store.write_text(
+                f"{r.snapshot}/{MANIFEST}",
+                json.dumps(
+                    {
+                        "format": 1,
+                        "application_id": r.application_id,
+                        "store": r.store,
+                        "topic": r.topic,
+                        "partition": r.partition,
+                        "start_offset": r.start_offset,
+                        "end_offset": r.end_offset,
+                        "records": r.stats.live_keys,
+                        "changelog_records": r.stats.records,
+                        "created_at": created,
+                    }
+                ),
+            )
         base = partition_dir(store.root, r.application_id, r.store, r.partition)
         ends = [e for name in store.children(base) if (e := end_of(name)) is not None]
         r.deleted = retention.to_delete(ends, config.keep)
@@ -162,9 +209,16 @@ def _snapshots(spark: Any, store: HadoopStore, config: JobConfig, *, changelogs:
     return results
 
 
-def _recompute_audit(spark: Any, config: JobConfig, *, changelogs: list[Changelog],
-                     committed: dict[str, dict[tuple[str, int], int]], stable: dict[str, bool], live: Any,
-                     findings: list[Finding]) -> dict[str, Any]:
+def _recompute_audit(
+    spark: Any,
+    config: JobConfig,
+    *,
+    changelogs: list[Changelog],
+    committed: dict[str, dict[tuple[str, int], int]],
+    stable: dict[str, bool],
+    live: Any,
+    findings: list[Finding],
+) -> dict[str, Any]:
     from baton.worker.loader import load
 
     assert config.topology is not None
@@ -173,15 +227,19 @@ def _recompute_audit(spark: Any, config: JobConfig, *, changelogs: list[Changelo
     out: dict[str, Any] = {"skipped": skipped, "apps": {}}
     for app in config.application_ids:
         if not stable[app]:
-            out["apps"][app] = {"compared": False, "reason": "the app committed new input positions during the run"}
+            out["apps"][app] = {
+                "compared": False,
+                "reason": "the app committed new input positions during the run",
+            }
             continue
         positions = committed[app]
         app_topics = {c.topic for c in changelogs if c.application_id == app}
         results = {}
         for plan in plans:
             ranges = {t: {p: (0, o) for (tt, p), o in positions.items() if tt == t} for t in plan.topics}
-            inputs = frames.read_kafka(spark, config.bootstrap, ranges,
-                                       {f"kafka.{k}": v for k, v in config.kafka_config.items()})
+            inputs = frames.read_kafka(
+                spark, config.bootstrap, ranges, {f"kafka.{k}": v for k, v in config.kafka_config.items()}
+            )
             topics = [f"{app}-{s}-changelog" for s in plan.stores if f"{app}-{s}-changelog" in app_topics]
             if inputs is None or not topics:
                 continue
@@ -190,15 +248,29 @@ def _recompute_audit(spark: Any, config: JobConfig, *, changelogs: list[Changelo
             counts, samples = frames.diff(expected, actual)
             results[str(plan.subtopology)] = counts
             if counts["compared"] and counts["missing"] + counts["unexpected"] + counts["different"]:
-                findings.append(_divergence("divergence-recompute", ",".join(topics), counts, samples,
-                                            f"{app}: the stores differ from a recomputation of the topology "
-                                            "from the input at the committed input position"))
+                findings.append(
+                    _divergence(
+                        "divergence-recompute",
+                        ",".join(topics),
+                        counts,
+                        samples,
+                        f"{app}: the stores differ from a recomputation of the topology "
+                        "from the input at the committed input position",
+                    )
+                )
         out["apps"][app] = {"compared": True, "subtopologies": results}
     return out
 
 
-def _color_audit(config: JobConfig, *, changelogs: list[Changelog], committed: dict[str, dict[tuple[str, int], int]],
-                 stable: dict[str, bool], live: Any, findings: list[Finding]) -> dict[str, Any]:
+def _color_audit(
+    config: JobConfig,
+    *,
+    changelogs: list[Changelog],
+    committed: dict[str, dict[tuple[str, int], int]],
+    stable: dict[str, bool],
+    live: Any,
+    findings: list[Finding],
+) -> dict[str, Any]:
     """Blue against green, store by store, when both colors stand at the same input position."""
     from pyspark.sql import functions as F  # noqa: N812
 
@@ -215,18 +287,28 @@ def _color_audit(config: JobConfig, *, changelogs: list[Changelog], committed: d
         if not (stable[blue] and stable[green]) or external != external_g:
             out[base] = {"compared": False, "reason": "the colors are not at the same input position"}
             continue
-        stores = sorted({c.store for c in changelogs if c.application_id == blue} &
-                        {c.store for c in changelogs if c.application_id == green})
+        stores = sorted(
+            {c.store for c in changelogs if c.application_id == blue}
+            & {c.store for c in changelogs if c.application_id == green}
+        )
         result = {}
         for s in stores:
+
             def side(app: str, name: str = s) -> Any:
-                return (live.where(live.topic == f"{app}-{name}-changelog")
-                        .withColumn("topic", F.lit(name)))
+                return live.where(live.topic == f"{app}-{name}-changelog").withColumn("topic", F.lit(name))
+
             counts, samples = frames.diff(side(blue), side(green))
             result[s] = counts
             if counts["missing"] + counts["unexpected"] + counts["different"]:
-                findings.append(_divergence("divergence-colors", s, counts, samples,
-                                            f"{base}: blue and green stores {s!r} differ at the same input position"))
+                findings.append(
+                    _divergence(
+                        "divergence-colors",
+                        s,
+                        counts,
+                        samples,
+                        f"{base}: blue and green stores {s!r} differ at the same input position",
+                    )
+                )
         out[base] = {"compared": True, "stores": result}
     return out
 
@@ -236,7 +318,10 @@ def _divergence(kind: str, topic: str, counts: dict[str, int], samples: list[Any
     for row in samples:
         divergence.add(bytes(row["key"]), _bytes(row["expected"]), _bytes(row["actual"]))
     divergence.missing, divergence.unexpected, divergence.different = (
-        counts["missing"], counts["unexpected"], counts["different"])
+        counts["missing"],
+        counts["unexpected"],
+        counts["different"],
+    )
     return Finding(kind, topic, message, details=divergence.to_json())
 
 
@@ -248,10 +333,17 @@ def _summary(results: list[PartitionResult], findings: list[Finding]) -> dict[st
     """The short form for the StreamApp status and metrics."""
     records = sum(r.stats.records for r in results)
     live = sum(r.stats.live_keys for r in results)
-    return {"partitions": len(results), "snapshots_written": sum(r.written for r in results),
-            "records_read": records, "live_keys": live, "tombstones": sum(r.stats.tombstones for r in results),
-            "bytes": sum(r.stats.bytes for r in results), "compaction_lag": records - live,
-            "findings": len(findings), "finding_kinds": sorted({f.kind for f in findings})}
+    return {
+        "partitions": len(results),
+        "snapshots_written": sum(r.written for r in results),
+        "records_read": records,
+        "live_keys": live,
+        "tombstones": sum(r.stats.tombstones for r in results),
+        "bytes": sum(r.stats.bytes for r in results),
+        "compaction_lag": records - live,
+        "findings": len(findings),
+        "finding_kinds": sorted({f.kind for f in findings}),
+    }
 
 
 def _write_report(store: HadoopStore, config: JobConfig, report: dict[str, Any]) -> None:

@@ -32,7 +32,7 @@ def store_of(application_id: str, topic: str) -> str | None:
     prefix = application_id + "-"
     if not (topic.startswith(prefix) and topic.endswith(CHANGELOG_SUFFIX)):
         return None
-    store = topic[len(prefix):-len(CHANGELOG_SUFFIX)]
+    store = topic[len(prefix) : -len(CHANGELOG_SUFFIX)]
     return store or None
 
 
@@ -57,8 +57,10 @@ class KafkaView:
         """Partition -> (first offset, last stable offset)."""
         consumer = self._consumer()
         try:
-            return {p: tuple(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30))  # type: ignore[misc]
-                    for p in range(partitions)}
+            return {
+                p: tuple(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30))  # type: ignore[misc]
+                for p in range(partitions)
+            }
         finally:
             consumer.close()
 
@@ -76,11 +78,20 @@ class KafkaView:
             tps = [TopicPartition(tp.topic, tp.partition) for tp in listed if tp.topic in meta.topics]
             if not tps:
                 return {}
-            return {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(tps, timeout=30)
-                    if tp.offset >= 0}
+            return {
+                (tp.topic, tp.partition): tp.offset
+                for tp in consumer.committed(tps, timeout=30)
+                if tp.offset >= 0
+            }
         finally:
             consumer.close()
 
     def _consumer(self, group: str | None = None) -> Consumer:
-        return Consumer({**self.base, "group.id": group or f"baton-compact-{uuid.uuid4().hex}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
+        return Consumer(
+            {
+                **self.base,
+                "group.id": group or f"baton-compact-{uuid.uuid4().hex}",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+            }
+        )

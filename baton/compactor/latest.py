@@ -27,8 +27,9 @@ class PartitionStats:
         return self.records - self.live_keys
 
 
-def latest_per_key(records: Iterable[tuple[int, bytes | None, bytes | None]]) -> tuple[dict[bytes, bytes],
-                                                                                    PartitionStats]:
+def latest_per_key(
+    records: Iterable[tuple[int, bytes | None, bytes | None]],
+) -> tuple[dict[bytes, bytes], PartitionStats]:
     """(offset, key, value) records of one partition, any order -> live key/values and statistics.
 
     Records without a key are not store updates (the worker skips them too) and are ignored.

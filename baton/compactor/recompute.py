@@ -48,9 +48,23 @@ class _Record:
 
     __slots__ = ("_k", "_o", "_p", "_t", "_ts", "_v")
 
-    def __init__(self, topic: str, partition: int, offset: int, timestamp: int, key: bytes | None,  # noqa: PLR0917
-                 value: bytes | None) -> None:
-        self._t, self._p, self._o, self._ts, self._k, self._v = topic, partition, offset, timestamp, key, value
+    def __init__(  # noqa: PLR0917
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+    ) -> None:
+        self._t, self._p, self._o, self._ts, self._k, self._v = (
+            topic,
+            partition,
+            offset,
+            timestamp,
+            key,
+            value,
+        )
 
     def topic(self) -> str | None:
         return self._t
@@ -74,8 +88,9 @@ class _Record:
         return None
 
 
-def replay(target: str, application_id: str, plan: Plan,
-           env: dict[str, str]) -> Callable[[tuple[int, Iterable[Any]]], Iterator[tuple[str, int, bytes, bytes]]]:
+def replay(
+    target: str, application_id: str, plan: Plan, env: dict[str, str]
+) -> Callable[[tuple[int, Iterable[Any]]], Iterator[tuple[str, int, bytes, bytes]]]:
     """A function for ``rdd.flatMap``: (partition, input rows) -> (changelog topic, partition, key, value).
 
     ``env`` is the driver's environment: topologies read settings such as topic names from
@@ -99,10 +114,22 @@ def replay(target: str, application_id: str, plan: Plan,
         def drop(*_args: Any) -> None:  # sink records and dead letters: the stores are what counts
             return None
 
-        task = Task(TaskId(plan.subtopology, partition), sub, application_id=application_id, stores=stores,
-                    send=drop, gate=OpenGate(), caching=False, dead_letter=drop)  # type: ignore[arg-type]
+        task = Task(
+            TaskId(plan.subtopology, partition),
+            sub,
+            application_id=application_id,
+            stores=stores,
+            send=drop,  # type: ignore[arg-type]
+            gate=OpenGate(),
+            caching=False,
+            dead_letter=drop,
+        )
         # one topic: offset order, as the worker reads it; several: record time is the best batch guess
-        order = (lambda r: r["offset"]) if len(plan.topics) == 1 else (lambda r: (r["ts"], r["topic"], r["offset"]))
+        order = (
+            (lambda r: r["offset"])
+            if len(plan.topics) == 1
+            else (lambda r: (r["ts"], r["topic"], r["offset"]))
+        )
         for n, row in enumerate(sorted(rows, key=order)):
             task.process(_Record(row["topic"], partition, row["offset"], row["ts"], row["key"], row["value"]))
             if n % 10_000 == 9_999:
@@ -122,8 +149,14 @@ def recompute(spark: Any, inputs: Any, target: str, application_id: str, plan: P
     """A DataFrame (topic, partition, key, value) of what the plan's stores must hold."""
     from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
 
-    schema = StructType([StructField("topic", StringType()), StructField("partition", IntegerType()),
-                         StructField("key", BinaryType()), StructField("value", BinaryType())])
+    schema = StructType(
+        [
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("key", BinaryType()),
+            StructField("value", BinaryType()),
+        ]
+    )
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(_SPARK_OWNED)}

@@ -27,7 +27,10 @@ def session(master: str | None = None, jars: list[str] | None = None, app_name: 
     jars = jars if jars is not None else jars_from_env()
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
-    return (builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", os.environ.get("BATON_SPARK_SHUFFLE_PARTITIONS", "8"))
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate())
+    return (
+        builder.config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", os.environ.get("BATON_SPARK_SHUFFLE_PARTITIONS", "8"))
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )

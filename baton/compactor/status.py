@@ -59,8 +59,13 @@ def write_status(namespace: str, name: str, status: dict[str, Any]) -> None:
         config.load_kube_config()  # type: ignore[no-untyped-call]
     client = dynamic.DynamicClient(ApiClient())  # type: ignore[no-untyped-call]
     resource = client.resources.get(api_version=API_VERSION, kind=KIND)
-    body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name, "namespace": namespace},
-            "status": {"compaction": status}}
-    resource.status.server_side_apply(body=body, name=name, namespace=namespace, field_manager=FIELD_MANAGER,
-                                      force_conflicts=True)
+    body = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": name, "namespace": namespace},
+        "status": {"compaction": status},
+    }
+    resource.status.server_side_apply(
+        body=body, name=name, namespace=namespace, field_manager=FIELD_MANAGER, force_conflicts=True
+    )
     log.info("status.compaction of StreamApp %s/%s written: %d findings", namespace, name, status["findings"])

@@ -136,7 +136,14 @@ async def deploy_loop(
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
 def on_annotation(
-    *, memo: kopf.Memo, meta: kopf.Meta, status: kopf.Status, namespace: str | None, name: str, type: str, **_: Any
+    *,
+    memo: kopf.Memo,
+    meta: kopf.Meta,
+    status: kopf.Status,
+    namespace: str | None,
+    name: str,
+    type: str,
+    **_: Any,
 ) -> None:
     """Wake the deploy loop for ``baton.dev/promote`` and ``baton.dev/rollback`` at once, and
     export the compactor's ``status.compaction`` as gauges.

@@ -170,8 +170,14 @@ class OperatorMetrics:
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop a deleted app's per-app series, so dashboards do not show it forever."""
-        for gauge in (self.app_phase, self.app_ready, self.app_lag, self.compaction_findings,
-                      self.compaction_lag, self.compaction_last_run):
+        for gauge in (
+            self.app_phase,
+            self.app_ready,
+            self.app_lag,
+            self.compaction_findings,
+            self.compaction_lag,
+            self.compaction_last_run,
+        ):
             for labels in list(_label_sets(gauge)):
                 if labels[:2] == (namespace, name):
                     gauge.remove(*labels)

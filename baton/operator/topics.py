@@ -135,7 +135,9 @@ def consumer_lag(admin: AdminClient, group: str) -> int | None:
     try:
         committed = group_offsets.committed_offsets(admin, group, timeout=TIMEOUT_S)
     except (KafkaException, TimeoutError) as exc:
-        raise KafkaUnavailableError(f"offsets of {group}: {exc.args[0] if exc.args else 'timed out'}") from exc
+        raise KafkaUnavailableError(
+            f"offsets of {group}: {exc.args[0] if exc.args else 'timed out'}"
+        ) from exc
     positions = {(tp.topic, tp.partition): tp.offset for tp in committed or [] if tp.offset >= 0}
     if not positions:
         return None

@@ -36,8 +36,11 @@ def partition_counts(admin: AdminClient, topics: list[str], timeout: float = 30.
     deadline = time.monotonic() + timeout
     while True:
         meta = admin.list_topics(timeout=10)
-        found = {t: len(meta.topics[t].partitions) for t in topics
-                 if t in meta.topics and meta.topics[t].error is None and meta.topics[t].partitions}
+        found = {
+            t: len(meta.topics[t].partitions)
+            for t in topics
+            if t in meta.topics and meta.topics[t].error is None and meta.topics[t].partitions
+        }
         missing = [t for t in topics if t not in found]
         if not missing:
             return found
@@ -46,8 +49,9 @@ def partition_counts(admin: AdminClient, topics: list[str], timeout: float = 30.
         time.sleep(0.5)
 
 
-def planned_topics(topology: BuiltTopology, application_id: str, source_partitions: dict[str, int],
-                   replication_factor: int) -> list[NewTopic]:
+def planned_topics(
+    topology: BuiltTopology, application_id: str, source_partitions: dict[str, int], replication_factor: int
+) -> list[NewTopic]:
     """The internal topics a topology needs (pure, apart from the partition counts it is given)."""
     counts: dict[int, int] = {}
     out: list[NewTopic] = []
@@ -58,13 +62,31 @@ def planned_topics(topology: BuiltTopology, application_id: str, source_partitio
         counts[sub.index] = max(widths)
         for node in _sinks_internal(sub):
             repartition_width[node] = counts[sub.index]
-            out.append(NewTopic(internal_topic(application_id, node), num_partitions=counts[sub.index],
-                                replication_factor=replication_factor, config=REPARTITION_CONFIG))
+            out.append(
+                NewTopic(
+                    internal_topic(application_id, node),
+                    num_partitions=counts[sub.index],
+                    replication_factor=replication_factor,
+                    config=REPARTITION_CONFIG,
+                )
+            )
         for store in sub.stores:
-            out.append(NewTopic(changelog_topic(application_id, store.name), num_partitions=counts[sub.index],
-                                replication_factor=replication_factor, config=CHANGELOG_CONFIG))
-    out.append(NewTopic(dlq_topic(application_id), num_partitions=1, replication_factor=replication_factor,
-                        config=DLQ_CONFIG))
+            out.append(
+                NewTopic(
+                    changelog_topic(application_id, store.name),
+                    num_partitions=counts[sub.index],
+                    replication_factor=replication_factor,
+                    config=CHANGELOG_CONFIG,
+                )
+            )
+    out.append(
+        NewTopic(
+            dlq_topic(application_id),
+            num_partitions=1,
+            replication_factor=replication_factor,
+            config=DLQ_CONFIG,
+        )
+    )
     return out
 
 

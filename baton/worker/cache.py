@@ -40,8 +40,17 @@ class _Dirty:
 class TaskStore:
     """The store as processors see it: ``get``/``put`` of objects by serialized key."""
 
-    def __init__(self, *, spec: StoreSpec, persistent: KeyValueStore, changelog_topic: str, partition: int,
-                 send: Send, ctx: RecordContext, caching: bool) -> None:
+    def __init__(
+        self,
+        *,
+        spec: StoreSpec,
+        persistent: KeyValueStore,
+        changelog_topic: str,
+        partition: int,
+        send: Send,
+        ctx: RecordContext,
+        caching: bool,
+    ) -> None:
         self.spec = spec
         self.persistent = persistent
         self.changelog_topic = changelog_topic
@@ -84,21 +93,39 @@ class TaskStore:
         if not self._dirty:
             return
         ctx = self._ctx
-        saved = (ctx.topic, ctx.partition, ctx.offset, ctx.timestamp, ctx.origin_topic, ctx.origin_partition,
-                 ctx.origin_offset)
+        saved = (
+            ctx.topic,
+            ctx.partition,
+            ctx.offset,
+            ctx.timestamp,
+            ctx.origin_topic,
+            ctx.origin_partition,
+            ctx.origin_offset,
+        )
         dirty, self._dirty = self._dirty, {}
         try:
             for key_bytes, entry in dirty.items():
-                ctx.topic, ctx.partition, ctx.offset, ctx.timestamp = (entry.topic, entry.partition, entry.offset,
-                                                                       entry.timestamp)
+                ctx.topic, ctx.partition, ctx.offset, ctx.timestamp = (
+                    entry.topic,
+                    entry.partition,
+                    entry.offset,
+                    entry.timestamp,
+                )
                 ctx.origin_topic, ctx.origin_partition, ctx.origin_offset = entry.origin
                 try:
                     self._log_and_forward(key_bytes, entry.key, entry.value)
                 except Exception as exc:
                     self.on_flush_error(exc)
         finally:
-            (ctx.topic, ctx.partition, ctx.offset, ctx.timestamp, ctx.origin_topic, ctx.origin_partition,
-             ctx.origin_offset) = saved
+            (
+                ctx.topic,
+                ctx.partition,
+                ctx.offset,
+                ctx.timestamp,
+                ctx.origin_topic,
+                ctx.origin_partition,
+                ctx.origin_offset,
+            ) = saved
 
     @property
     def has_pending(self) -> bool:

@@ -29,32 +29,69 @@ def _kafka_settings(_ctx: click.Context, _param: click.Parameter, values: tuple[
 @click.command()
 @click.argument("topology", required=False, envvar="BATON_TOPOLOGY")
 @click.option("--bootstrap-servers", envvar="BATON_BOOTSTRAP_SERVERS", help="Kafka bootstrap servers.")
-@click.option("--application-id", envvar="BATON_APPLICATION_ID", help="Consumer group and internal topic prefix.")
-@click.option("--state-dir", type=click.Path(path_type=Path), envvar="BATON_STATE_DIR", help="Root of the stores.")
-@click.option("--processing-guarantee", type=click.Choice([g.value for g in ProcessingGuarantee]),
-              envvar="BATON_PROCESSING_GUARANTEE")
+@click.option(
+    "--application-id", envvar="BATON_APPLICATION_ID", help="Consumer group and internal topic prefix."
+)
+@click.option(
+    "--state-dir", type=click.Path(path_type=Path), envvar="BATON_STATE_DIR", help="Root of the stores."
+)
+@click.option(
+    "--processing-guarantee",
+    type=click.Choice([g.value for g in ProcessingGuarantee]),
+    envvar="BATON_PROCESSING_GUARANTEE",
+)
 @click.option("--instance-id", envvar="BATON_INSTANCE_ID", help="Static membership id (group.instance.id).")
-@click.option("--metrics-port", type=int, envvar="BATON_METRICS_PORT", help="Port of /metrics, /healthz, /readyz.")
-@click.option("--num-standby-replicas", type=int, envvar="BATON_NUM_STANDBY_REPLICAS",
-              help="Standby copies of each task's state on other workers.")
-@click.option("--acceptable-recovery-lag", type=int, envvar="BATON_ACCEPTABLE_RECOVERY_LAG",
-              help="Changelog records a worker's copy of a task's state may be behind and still take the task "
-                   "as active (acceptable.recovery.lag).")
-@click.option("--max-warmup-replicas", type=int, envvar="BATON_MAX_WARMUP_REPLICAS",
-              help="Warmup copies (state built before a task moves to a worker) the group runs at once "
-                   "(max.warmup.replicas).")
-@click.option("--probing-rebalance-interval-ms", type=int, envvar="BATON_PROBING_REBALANCE_INTERVAL_MS",
-              help="While warmups run, rebalance this often to hand caught-up warmups their tasks "
-                   "(probing.rebalance.interval.ms).")
-@click.option("--state-cleanup-delay-ms", type=int, envvar="BATON_STATE_CLEANUP_DELAY_MS",
-              help="Keep the stores of tasks that left this worker this long before deleting them.")
+@click.option(
+    "--metrics-port", type=int, envvar="BATON_METRICS_PORT", help="Port of /metrics, /healthz, /readyz."
+)
+@click.option(
+    "--num-standby-replicas",
+    type=int,
+    envvar="BATON_NUM_STANDBY_REPLICAS",
+    help="Standby copies of each task's state on other workers.",
+)
+@click.option(
+    "--acceptable-recovery-lag",
+    type=int,
+    envvar="BATON_ACCEPTABLE_RECOVERY_LAG",
+    help="Changelog records a worker's copy of a task's state may be behind and still take the task "
+    "as active (acceptable.recovery.lag).",
+)
+@click.option(
+    "--max-warmup-replicas",
+    type=int,
+    envvar="BATON_MAX_WARMUP_REPLICAS",
+    help="Warmup copies (state built before a task moves to a worker) the group runs at once "
+    "(max.warmup.replicas).",
+)
+@click.option(
+    "--probing-rebalance-interval-ms",
+    type=int,
+    envvar="BATON_PROBING_REBALANCE_INTERVAL_MS",
+    help="While warmups run, rebalance this often to hand caught-up warmups their tasks "
+    "(probing.rebalance.interval.ms).",
+)
+@click.option(
+    "--state-cleanup-delay-ms",
+    type=int,
+    envvar="BATON_STATE_CLEANUP_DELAY_MS",
+    help="Keep the stores of tasks that left this worker this long before deleting them.",
+)
 @click.option("--commit-interval-ms", type=int, envvar="BATON_COMMIT_INTERVAL_MS")
-@click.option("--error-handler", type=click.Choice([h.value for h in ErrorHandler]), envvar="BATON_ERROR_HANDLER")
+@click.option(
+    "--error-handler", type=click.Choice([h.value for h in ErrorHandler]), envvar="BATON_ERROR_HANDLER"
+)
 @click.option("--store", type=click.Choice([s.value for s in StoreKind]), envvar="BATON_STORE")
 @click.option("--write-cache/--no-write-cache", default=None, envvar="BATON_WRITE_CACHE")
 @click.option("--shutdown-grace-seconds", type=float, envvar="BATON_SHUTDOWN_GRACE_SECONDS")
-@click.option("-X", "--kafka-config", "kafka_config", multiple=True, callback=_kafka_settings,
-              help="Extra librdkafka setting key=value (repeatable); prefix consumer./producer. to target one.")
+@click.option(
+    "-X",
+    "--kafka-config",
+    "kafka_config",
+    multiple=True,
+    callback=_kafka_settings,
+    help="Extra librdkafka setting key=value (repeatable); prefix consumer./producer. to target one.",
+)
 def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> None:
     """Run a worker for TOPOLOGY (PATH_OR_MODULE[:ATTR], default attribute `topology`)."""
     from baton.worker import logs

@@ -62,8 +62,11 @@ log = logging.getLogger(__name__)
 
 
 def _offsets(tasks: Iterable[Task]) -> list[TopicPartition]:
-    return [TopicPartition(topic, task.partition, offset)
-            for task in tasks for topic, offset in task.commit_offsets().items()]
+    return [
+        TopicPartition(topic, task.partition, offset)
+        for task in tasks
+        for topic, offset in task.commit_offsets().items()
+    ]
 
 
 class GroupMember(Protocol):
@@ -103,8 +106,11 @@ class ExactlyOnce(Guarantee):
             offsets = _offsets(tasks)
             self.output.flush()
             if offsets:
-                self._retry(lambda: self.output.producer.send_offsets_to_transaction(
-                    offsets, self.member.group_metadata(), 30))
+                self._retry(
+                    lambda: self.output.producer.send_offsets_to_transaction(
+                        offsets, self.member.group_metadata(), 30
+                    )
+                )
             self._retry(lambda: self.output.producer.commit_transaction(60))
         except (KafkaException, DeliveryFailed) as exc:
             log.warning("commit failed, aborting the transaction", extra={"error": str(exc)})

@@ -54,20 +54,28 @@ class WorkerConfig(BaseSettings):
         default=0, ge=0, le=10, description="Standby copies of each task's stores on other members"
     )
     acceptable_recovery_lag: int = Field(
-        default=10_000, ge=0, description="Kafka Streams' acceptable.recovery.lag: a member whose copy of a task's "
-        "state is at most this many changelog records behind counts as caught up and may take the task as active"
+        default=10_000,
+        ge=0,
+        description="Kafka Streams' acceptable.recovery.lag: a member whose copy of a task's "
+        "state is at most this many changelog records behind counts as caught up and may take the task as active",
     )
     max_warmup_replicas: int = Field(
-        default=2, ge=1, description="Kafka Streams' max.warmup.replicas: how many warmup copies (state built on a "
-        "member before it takes the task over) the group runs at once"
+        default=2,
+        ge=1,
+        description="Kafka Streams' max.warmup.replicas: how many warmup copies (state built on a "
+        "member before it takes the task over) the group runs at once",
     )
     probing_rebalance_interval_ms: int = Field(
-        default=600_000, ge=1_000, description="Kafka Streams' probing.rebalance.interval.ms: while warmups run, "
-        "the group rebalances this often to hand caught-up warmups their tasks"
+        default=600_000,
+        ge=1_000,
+        description="Kafka Streams' probing.rebalance.interval.ms: while warmups run, "
+        "the group rebalances this often to hand caught-up warmups their tasks",
     )
     state_cleanup_delay_ms: int = Field(
-        default=600_000, ge=0, description="Kafka Streams' state.cleanup.delay.ms: how long the stores of a task "
-        "that is neither active nor standby here stay on disk (it may come back) before they are deleted"
+        default=600_000,
+        ge=0,
+        description="Kafka Streams' state.cleanup.delay.ms: how long the stores of a task "
+        "that is neither active nor standby here stay on disk (it may come back) before they are deleted",
     )
     metrics_port: int = Field(default=8080, ge=0, le=65535, description="Port of /metrics, /healthz, /readyz")
     error_handler: ErrorHandler = ErrorHandler.DLQ
@@ -80,8 +88,9 @@ class WorkerConfig(BaseSettings):
         default=-1, ge=-1, description="Replication of internal topics the worker creates; -1: broker default"
     )
     snapshot_store: str | None = Field(
-        default=None, description="Root of the compactor's changelog snapshots; a store restoring from scratch "
-        "loads the newest one and replays only the changelog after it"
+        default=None,
+        description="Root of the compactor's changelog snapshots; a store restoring from scratch "
+        "loads the newest one and replays only the changelog after it",
     )
     kafka_config: dict[str, str] = Field(
         default_factory=dict, description="Extra librdkafka settings (JSON in BATON_KAFKA_CONFIG)"

@@ -14,8 +14,15 @@ class RecordContext:
     blue-green deploys decides on the origin, whose offsets mean the same in both colors.
     """
 
-    __slots__ = ("offset", "origin_offset", "origin_partition", "origin_topic", "partition", "timestamp",
-                 "topic")
+    __slots__ = (
+        "offset",
+        "origin_offset",
+        "origin_partition",
+        "origin_topic",
+        "partition",
+        "timestamp",
+        "topic",
+    )
 
     def __init__(self) -> None:
         self.topic = ""
@@ -46,8 +53,14 @@ class Send(Protocol):
     """Produce one record (the runtime's producer, inside the transaction under EOS)."""
 
     def __call__(  # noqa: PLR0917 - the hot path: positional is measurably faster
-        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None,
-                 timestamp: int, headers: Headers | None) -> None: ...
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        timestamp: int,
+        headers: Headers | None,
+    ) -> None: ...
 
 
 class SinkGate(Protocol):

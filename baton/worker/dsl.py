@@ -135,7 +135,9 @@ class Topology:
         self._store_names.add(store_name)
         return StoreSpec(store_name, key, value, source_topic)
 
-    def _repartition(self, upstream: Node, key: Serde[Any], value: Serde[Any], name: str | None) -> SourceNode:
+    def _repartition(
+        self, upstream: Node, key: Serde[Any], value: Serde[Any], name: str | None
+    ) -> SourceNode:
         suffix = f"{name or self._name('repartition')}-repartition"
         sink = SinkNode(self._name("sink"), suffix, key, value, internal=True)
         upstream.children.append(sink)
@@ -157,7 +159,9 @@ class Stream:
         self.value_serde = value
         self._key_changed = key_changed
 
-    def _then(self, node: Node, *, value: Serde[Any] | None = None, key_changed: bool | None = None) -> Stream:
+    def _then(
+        self, node: Node, *, value: Serde[Any] | None = None, key_changed: bool | None = None
+    ) -> Stream:
         self._node.children.append(node)
         changed = self._key_changed if key_changed is None else key_changed
         return Stream(self._topology, node, self.key_serde, value or self.value_serde, changed)
@@ -169,8 +173,13 @@ class Stream:
     def filter_not(self, predicate: Callable[[Any, Any], bool]) -> Stream:
         return self.filter(lambda k, v: not predicate(k, v))
 
-    def map(self, fn: Callable[[Any, Any], tuple[Any, Any]], *, key: Serde[Any] | None = None,
-            value: Serde[Any] | None = None) -> Stream:
+    def map(
+        self,
+        fn: Callable[[Any, Any], tuple[Any, Any]],
+        *,
+        key: Serde[Any] | None = None,
+        value: Serde[Any] | None = None,
+    ) -> Stream:
         """``fn(key, value) -> (new_key, new_value)``. A later grouping repartitions."""
         out = self._then(MapNode(self._topology._name("map"), fn), value=value, key_changed=True)
         out.key_serde = key or self.key_serde
@@ -180,14 +189,21 @@ class Stream:
         """``fn(value) -> new_value``; the key is untouched, so no repartition is needed."""
         return self._then(MapValuesNode(self._topology._name("map-values"), fn), value=value)
 
-    def flat_map(self, fn: Callable[[Any, Any], Iterable[tuple[Any, Any]]], *, key: Serde[Any] | None = None,
-                 value: Serde[Any] | None = None) -> Stream:
+    def flat_map(
+        self,
+        fn: Callable[[Any, Any], Iterable[tuple[Any, Any]]],
+        *,
+        key: Serde[Any] | None = None,
+        value: Serde[Any] | None = None,
+    ) -> Stream:
         """``fn(key, value) -> iterable of (key, value)``: zero or more records per input."""
         out = self._then(FlatMapNode(self._topology._name("flat-map"), fn), value=value, key_changed=True)
         out.key_serde = key or self.key_serde
         return out
 
-    def flat_map_values(self, fn: Callable[[Any], Iterable[Any]], *, value: Serde[Any] | None = None) -> Stream:
+    def flat_map_values(
+        self, fn: Callable[[Any], Iterable[Any]], *, value: Serde[Any] | None = None
+    ) -> Stream:
         node = FlatMapNode(self._topology._name("flat-map-values"), lambda k, v: ((k, x) for x in fn(v)))
         return self._then(node, value=value)
 
@@ -201,8 +217,9 @@ class Stream:
             SinkNode(self._topology._name("sink"), topic, key or self.key_serde, value or self.value_serde)
         )
 
-    def group_by_key(self, *, key: Serde[Any] | None = None, value: Serde[Any] | None = None,
-                     name: str | None = None) -> GroupedStream:
+    def group_by_key(
+        self, *, key: Serde[Any] | None = None, value: Serde[Any] | None = None, name: str | None = None
+    ) -> GroupedStream:
         """Group by the current key; repartitions only if an upstream step may have changed it."""
         k, v = key or self.key_serde, value or self.value_serde
         node: Node = self._node
@@ -210,23 +227,33 @@ class Stream:
             node = self._topology._repartition(self._node, k, v, name)
         return GroupedStream(self._topology, node, k, v)
 
-    def group_by(self, selector: Callable[[Any, Any], Any], *, key: Serde[Any] | None = None,
-                 value: Serde[Any] | None = None, name: str | None = None) -> GroupedStream:
+    def group_by(
+        self,
+        selector: Callable[[Any, Any], Any],
+        *,
+        key: Serde[Any] | None = None,
+        value: Serde[Any] | None = None,
+        name: str | None = None,
+    ) -> GroupedStream:
         """Group by ``selector(key, value)`` (always through a repartition topic)."""
         mapped = self.map(lambda k, v: (selector(k, v), v), key=key, value=value)
         return mapped.group_by_key(name=name)
 
-    def join(self, table: Table, joiner: Callable[[Any, Any], Any], *, value: Serde[Any] | None = None) -> Stream:
+    def join(
+        self, table: Table, joiner: Callable[[Any, Any], Any], *, value: Serde[Any] | None = None
+    ) -> Stream:
         """Inner stream-table join: ``joiner(stream_value, table_value)`` for keys present in the table."""
         return self._join(table, joiner, value, left=False)
 
-    def left_join(self, table: Table, joiner: Callable[[Any, Any], Any], *,
-                  value: Serde[Any] | None = None) -> Stream:
+    def left_join(
+        self, table: Table, joiner: Callable[[Any, Any], Any], *, value: Serde[Any] | None = None
+    ) -> Stream:
         """Like :meth:`join` but keeps every record; ``table_value`` is None when the key is absent."""
         return self._join(table, joiner, value, left=True)
 
-    def _join(self, table: Table, joiner: Callable[[Any, Any], Any], value: Serde[Any] | None,
-              left: bool) -> Stream:
+    def _join(
+        self, table: Table, joiner: Callable[[Any, Any], Any], value: Serde[Any] | None, left: bool
+    ) -> Stream:
         if not isinstance(table._node, TableNode):
             raise TopologyError("join() takes a table made by Topology.table(topic)")
         if self._key_changed:
@@ -238,8 +265,14 @@ class Stream:
 class GroupedStream:
     """Records grouped by key, ready to aggregate (``KGroupedStream``)."""
 
-    def __init__(self, topology: Topology, node: Node, key: Serde[Any], value: Serde[Any],
-                 windows: TimeWindows | None = None) -> None:
+    def __init__(
+        self,
+        topology: Topology,
+        node: Node,
+        key: Serde[Any],
+        value: Serde[Any],
+        windows: TimeWindows | None = None,
+    ) -> None:
         self._topology = topology
         self._node = node
         self.key_serde = key
@@ -254,8 +287,9 @@ class GroupedStream:
         """Number of records per key (per window if windowed)."""
         return self.aggregate(lambda: 0, lambda _k, _v, n: n + 1, store=store, value=JSON)
 
-    def reduce(self, reducer: Callable[[Any, Any], Any], *, store: str | None = None,
-               value: Serde[Any] | None = None) -> Table:
+    def reduce(
+        self, reducer: Callable[[Any, Any], Any], *, store: str | None = None, value: Serde[Any] | None = None
+    ) -> Table:
         """Combine values per key: ``reducer(current, value)``; the first value starts the fold."""
         missing = object()
 
@@ -264,8 +298,14 @@ class GroupedStream:
 
         return self.aggregate(lambda: missing, aggregator, store=store, value=value or self.value_serde)
 
-    def aggregate(self, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any], *,
-                  store: str | None = None, value: Serde[Any] = JSON) -> Table:
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+        *,
+        store: str | None = None,
+        value: Serde[Any] = JSON,
+    ) -> Table:
         """Fold values per key: ``aggregator(key, value, current) -> new``, starting at ``initializer()``."""
         key: Serde[Any] = self.key_serde
         if self._windows is not None:

@@ -9,8 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 
-def serve(port: int, registry: CollectorRegistry, healthy: Callable[[], bool],
-          ready: Callable[[], bool]) -> ThreadingHTTPServer:
+def serve(
+    port: int, registry: CollectorRegistry, healthy: Callable[[], bool], ready: Callable[[], bool]
+) -> ThreadingHTTPServer:
     """Start the server in a daemon thread; port 0 picks a free port (see ``server_address``)."""
 
     class Handler(BaseHTTPRequestHandler):

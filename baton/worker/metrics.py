@@ -9,43 +9,75 @@ class Metrics:
     def __init__(self, application_id: str) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.records_in = Counter("baton_records_consumed", "Input records processed", ["topic", "partition"],
-                                  registry=r)
-        self.records_out = Counter("baton_records_produced", "Records produced (sinks, changelogs, DLQ)",
-                                   registry=r)
-        self.dlq = Counter("baton_dlq_records", "Records sent to the dead-letter topic", ["stage"], registry=r)
-        self.commit_latency = Histogram("baton_commit_latency_seconds", "Duration of a commit", registry=r,
-                                        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
-        self.commit_failures = Counter("baton_commit_failures", "Commits that failed and were rolled back",
-                                       registry=r)
-        self.restored = Counter("baton_restored_records", "Changelog records applied by restores",
-                                ["task", "store"], registry=r)
-        self.restores_completed = Counter("baton_restores_completed", "Task restores completed", ["task"],
-                                          registry=r)
-        self.restore_seconds = Counter("baton_restore_seconds", "Time spent restoring tasks before activation",
-                                       ["task"], registry=r)
-        self.standby_records = Counter("baton_standby_records", "Changelog records applied to standby stores",
-                                       ["task", "store"], registry=r)
-        self.standby_lag = Gauge("baton_standby_lag", "Changelog end minus a standby store's checkpoint (offsets)",
-                                 ["task", "store"], registry=r)
+        self.records_in = Counter(
+            "baton_records_consumed", "Input records processed", ["topic", "partition"], registry=r
+        )
+        self.records_out = Counter(
+            "baton_records_produced", "Records produced (sinks, changelogs, DLQ)", registry=r
+        )
+        self.dlq = Counter(
+            "baton_dlq_records", "Records sent to the dead-letter topic", ["stage"], registry=r
+        )
+        self.commit_latency = Histogram(
+            "baton_commit_latency_seconds",
+            "Duration of a commit",
+            registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.commit_failures = Counter(
+            "baton_commit_failures", "Commits that failed and were rolled back", registry=r
+        )
+        self.restored = Counter(
+            "baton_restored_records", "Changelog records applied by restores", ["task", "store"], registry=r
+        )
+        self.restores_completed = Counter(
+            "baton_restores_completed", "Task restores completed", ["task"], registry=r
+        )
+        self.restore_seconds = Counter(
+            "baton_restore_seconds", "Time spent restoring tasks before activation", ["task"], registry=r
+        )
+        self.standby_records = Counter(
+            "baton_standby_records",
+            "Changelog records applied to standby stores",
+            ["task", "store"],
+            registry=r,
+        )
+        self.standby_lag = Gauge(
+            "baton_standby_lag",
+            "Changelog end minus a standby store's checkpoint (offsets)",
+            ["task", "store"],
+            registry=r,
+        )
         self.warmup_lag = Gauge(
-            "baton_warmup_lag", "Changelog end minus a warmup store's checkpoint (offsets): a copy the assignor "
+            "baton_warmup_lag",
+            "Changelog end minus a warmup store's checkpoint (offsets): a copy the assignor "
             "builds here to move the task's active here once it is within acceptable.recovery.lag",
-            ["task", "store"], registry=r)
+            ["task", "store"],
+            registry=r,
+        )
         self.first_record = Histogram(
             "baton_assignment_to_first_record_seconds",
-            "From a partition's assignment to its first processed record (restore included)", registry=r,
-            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120))
-        self.tasks = Gauge("baton_tasks", "Tasks by state (active, restoring, standby, warmup)", ["state"], registry=r)
+            "From a partition's assignment to its first processed record (restore included)",
+            registry=r,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120),
+        )
+        self.tasks = Gauge(
+            "baton_tasks", "Tasks by state (active, restoring, standby, warmup)", ["state"], registry=r
+        )
         self.task_starts = Counter(
-            "baton_task_starts", "Active tasks started here, by how: 'promoted' from a standby or warmup this "
+            "baton_task_starts",
+            "Active tasks started here, by how: 'promoted' from a standby or warmup this "
             "member hosted (only the tail is replayed), 'resumed' from a task folder left on this member (the "
             "changelog after its checkpoint), or 'restored' from scratch (the whole changelog)",
-            ["kind"], registry=r)
-        self.rebalances = Counter("baton_rebalances", "Rebalance callbacks (assign, revoke, lost)", ["kind"],
-                                  registry=r)
-        self.lag = Gauge("baton_consumer_lag", "High watermark minus position", ["topic", "partition"],
-                         registry=r)
+            ["kind"],
+            registry=r,
+        )
+        self.rebalances = Counter(
+            "baton_rebalances", "Rebalance callbacks (assign, revoke, lost)", ["kind"], registry=r
+        )
+        self.lag = Gauge(
+            "baton_consumer_lag", "High watermark minus position", ["topic", "partition"], registry=r
+        )
         self.ready = Gauge("baton_ready", "1 when every assigned task is restored and active", registry=r)
         self.info = Gauge("baton_worker_info", "Worker identity", ["application_id"], registry=r)
         self.info.labels(application_id).set(1)

@@ -45,7 +45,9 @@ def source_topics(topology: BuiltTopology, application_id: str) -> dict[str, int
     return out
 
 
-def tasks_for(assigned: list[tuple[str, int]], topic_to_sub: dict[str, int]) -> dict[TaskId, list[tuple[str, int]]]:
+def tasks_for(
+    assigned: list[tuple[str, int]], topic_to_sub: dict[str, int]
+) -> dict[TaskId, list[tuple[str, int]]]:
     """Group assigned (topic, partition) pairs into tasks: one task per sub-topology and partition."""
     tasks: dict[TaskId, list[tuple[str, int]]] = {}
     for topic, partition in sorted(assigned):

@@ -43,16 +43,19 @@ class OutputRecordRefused(Exception):
 
 
 # Errors that refuse every record to the topic (partition): each failed record is refused.
-TOPIC_REFUSALS = frozenset({
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError._UNKNOWN_TOPIC,
-    KafkaError._UNKNOWN_PARTITION,
-})
+TOPIC_REFUSALS = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+    }
+)
 # Size errors refuse a whole record batch: only a record that alone exceeds the topic's
 # max.message.bytes is refused (the others were in its batch, and go through on the replay).
-SIZE_REFUSALS = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE,
-                           KafkaError.INVALID_MSG_SIZE})
+SIZE_REFUSALS = frozenset(
+    {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_MSG_SIZE}
+)
 REFUSED_AT_ONCE = TOPIC_REFUSALS | SIZE_REFUSALS  # what produce() itself may raise for one record
 BATCH_OVERHEAD = 61 + 21  # a v2 record batch header and the most a record's own framing takes
 MAX_REMEMBERED = 10_000  # refused fingerprints kept (oldest dropped first)
@@ -71,8 +74,12 @@ def record_size(key: bytes | None, value: bytes | None, headers: Headers | None)
 
 
 class Output:
-    def __init__(self, config: dict[str, Any], changelog_topics: set[str],
-                 size_limit: Callable[[str], int | None] = lambda _topic: None) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        changelog_topics: set[str],
+        size_limit: Callable[[str], int | None] = lambda _topic: None,
+    ) -> None:
         self._config = dict(config)
         self._size_limit = size_limit  # a topic's max.message.bytes, asked once a size error is seen
         self._changelogs = changelog_topics
@@ -121,8 +128,14 @@ class Output:
                 self.changelog_offsets[tp] = offset
 
     def send(  # noqa: PLR0917 - matches context.Send, the hot path
-        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, timestamp: int,
-             headers: Headers | None) -> None:
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        timestamp: int,
+        headers: Headers | None,
+    ) -> None:
         producer = self.producer
         if self.refused:
             refused = self.refused.get(fingerprint(topic, key, value))
@@ -133,7 +146,9 @@ class Output:
                 if partition is None:
                     producer.produce(topic, value, key, timestamp=timestamp, headers=headers)
                 else:
-                    producer.produce(topic, value, key, partition=partition, timestamp=timestamp, headers=headers)
+                    producer.produce(
+                        topic, value, key, partition=partition, timestamp=timestamp, headers=headers
+                    )
                 break
             except BufferError:  # local queue full: let librdkafka drain it
                 producer.poll(0.05)

@@ -66,7 +66,7 @@ class _Thrift:
             return number
         if kind == 8:
             size = self.varint()
-            raw = self.data[self.pos:self.pos + size]
+            raw = self.data[self.pos : self.pos + size]
             self.pos += size
             return raw
         if kind in (9, 10):
@@ -113,11 +113,11 @@ def _hybrid(data: bytes, pos: int, end: int, width: int, count: int) -> list[int
         header = reader.varint()
         if header & 1:
             groups = header >> 1
-            raw = int.from_bytes(data[reader.pos:reader.pos + groups * width], "little")
+            raw = int.from_bytes(data[reader.pos : reader.pos + groups * width], "little")
             reader.pos += groups * width
             out.extend((raw >> (i * width)) & mask for i in range(groups * 8))
         else:
-            value = int.from_bytes(data[reader.pos:reader.pos + size], "little")
+            value = int.from_bytes(data[reader.pos : reader.pos + size], "little")
             reader.pos += size
             out.extend([value] * (header >> 1))
     return out[:count]
@@ -127,7 +127,7 @@ def _plain(data: bytes, pos: int, count: int) -> list[bytes]:
     out = []
     for _ in range(count):
         (size,) = struct.unpack_from("<i", data, pos)
-        out.append(data[pos + 4:pos + 4 + size])
+        out.append(data[pos + 4 : pos + 4 + size])
         pos += 4 + size
     return out
 
@@ -175,7 +175,7 @@ def _column(data: bytes, meta: dict[int, Any], optional: bool) -> list[bytes | N
             if rep_length:
                 raise Unsupported("repeated columns")
             levels = _hybrid(data, body_start, body_start + def_length, 1, count) if optional else [1] * count
-            values_raw = data[body_start + def_length:pos]
+            values_raw = data[body_start + def_length : pos]
             body = _decompress(values_raw, codec) if page.get(7, True) else values_raw
             at = 0
         else:

@@ -107,8 +107,17 @@ class SinkProcessor(Processor):
 
     __slots__ = ("ctx", "gate", "internal", "key_serde", "send", "topic", "value_serde")
 
-    def __init__(self, *, topic: str, key_serde: Serde[Any], value_serde: Serde[Any], send: Send,
-                 ctx: RecordContext, gate: SinkGate, internal: bool) -> None:
+    def __init__(
+        self,
+        *,
+        topic: str,
+        key_serde: Serde[Any],
+        value_serde: Serde[Any],
+        send: Send,
+        ctx: RecordContext,
+        gate: SinkGate,
+        internal: bool,
+    ) -> None:
         super().__init__()
         self.topic = topic
         self.key_serde = key_serde
@@ -214,8 +223,15 @@ def build_tree(
         elif isinstance(node, PeekNode):
             proc = PeekProcessor(node.fn)
         elif isinstance(node, SinkNode):
-            proc = SinkProcessor(topic=topic_name(node.topic, node.internal), key_serde=node.key_serde,
-                                 value_serde=node.value_serde, send=send, ctx=ctx, gate=gate, internal=node.internal)
+            proc = SinkProcessor(
+                topic=topic_name(node.topic, node.internal),
+                key_serde=node.key_serde,
+                value_serde=node.value_serde,
+                send=send,
+                ctx=ctx,
+                gate=gate,
+                internal=node.internal,
+            )
         elif isinstance(node, AggregateNode):
             proc = AggregateProcessor(node, stores[node.store.name], ctx)
         elif isinstance(node, JoinNode):

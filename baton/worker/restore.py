@@ -76,15 +76,24 @@ class TaskRestore:
 class Restorer(threading.Thread):
     """The restore thread. The main thread adds and removes tasks; stores are written only here until ready."""
 
-    def __init__(self, consumer_config: dict[str, object],
-                 on_progress: Callable[[RestoreJob, int], None] = lambda _job, _n: None,
-                 seed: Seed | None = None,
-                 on_lag: Callable[[RestoreJob, int], None] = lambda _job, _lag: None,
-                 actives_starting: Callable[[], bool] = lambda: False) -> None:
+    def __init__(
+        self,
+        consumer_config: dict[str, object],
+        on_progress: Callable[[RestoreJob, int], None] = lambda _job, _n: None,
+        seed: Seed | None = None,
+        on_lag: Callable[[RestoreJob, int], None] = lambda _job, _lag: None,
+        actives_starting: Callable[[], bool] = lambda: False,
+    ) -> None:
         super().__init__(name="baton-restore", daemon=True)
         config = dict(consumer_config)
-        config.update({"isolation.level": "read_committed", "enable.auto.commit": False,
-                       "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+        config.update(
+            {
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+            }
+        )
         # prefetch deep: restore speed is bound by how fast records arrive, not by RocksDB; the total
         config.setdefault("queued.min.messages", 500000)  # capped by queued.max.messages.kbytes
         # a restore is done at the partition EOF, which a fetch at the end reports only after the
@@ -156,13 +165,22 @@ class Restorer(threading.Thread):
         self._tasks[restore.task] = restore
         assign: list[TopicPartition] = []
         for job in restore.jobs:
-            low, high = self._consumer.get_watermark_offsets(TopicPartition(job.topic, job.partition), timeout=30)
+            low, high = self._consumer.get_watermark_offsets(
+                TopicPartition(job.topic, job.partition), timeout=30
+            )
             checkpoint = job.store.checkpoint()
             if checkpoint is not None and (checkpoint > high or checkpoint < low):
                 # the changelog was recreated or truncated under us: the local copy cannot be trusted
-                log.warning("store checkpoint outside the changelog; wiping", extra={
-                    "task": str(job.task), "store": job.store_name, "checkpoint": checkpoint, "low": low,
-                    "high": high})
+                log.warning(
+                    "store checkpoint outside the changelog; wiping",
+                    extra={
+                        "task": str(job.task),
+                        "store": job.store_name,
+                        "checkpoint": checkpoint,
+                        "low": low,
+                        "high": high,
+                    },
+                )
                 job.store.wipe()
                 checkpoint = None
             if checkpoint is None and self._seed is not None:  # from scratch: start from a snapshot if any
@@ -176,8 +194,11 @@ class Restorer(threading.Thread):
             if job.start >= high:
                 job.done = True
             self._jobs[(job.topic, job.partition)] = job
-            assign.append(TopicPartition(job.topic, job.partition, job.start if checkpoint is not None
-                                         else OFFSET_BEGINNING))
+            assign.append(
+                TopicPartition(
+                    job.topic, job.partition, job.start if checkpoint is not None else OFFSET_BEGINNING
+                )
+            )
         if assign:
             self._consumer.incremental_assign(assign)
         self._check_ready(restore)
@@ -264,9 +285,17 @@ class Restorer(threading.Thread):
             restore.finished = time.monotonic()
             seconds = round(restore.finished - restore.started, 3)
             for job in restore.jobs:
-                log.info("standby caught up" if restore.standby else "store restored", extra={
-                    "task": str(job.task), "store": job.store_name, "restored": job.restored,
-                    "from_offset": job.start, "to_offset": job.end, "seconds": seconds})
+                log.info(
+                    "standby caught up" if restore.standby else "store restored",
+                    extra={
+                        "task": str(job.task),
+                        "store": job.store_name,
+                        "restored": job.restored,
+                        "from_offset": job.start,
+                        "to_offset": job.end,
+                        "seconds": seconds,
+                    },
+                )
             restore.on_ready(restore)
             self._tasks.pop(restore.task, None)
 
@@ -280,7 +309,9 @@ class Restorer(threading.Thread):
         applying a large batch holds the GIL, and the first record of a task that had just
         moved here waited half a second behind it (bench/scaleout.py).
         """
-        busy = any(not job.done and not job.standby for job in self._jobs.values()) or self._actives_starting()
+        busy = (
+            any(not job.done and not job.standby for job in self._jobs.values()) or self._actives_starting()
+        )
         standby = {tp for tp, job in self._jobs.items() if job.standby}
         self._paused &= standby  # removed jobs were resumed by _drop
         want = standby if busy else set()
@@ -309,6 +340,8 @@ class Restorer(threading.Thread):
             return
         positions = self._consumer.position([TopicPartition(job.topic, job.partition) for job in standby])
         for job, tp in zip(standby, positions, strict=True):
-            _low, high = self._consumer.get_watermark_offsets(TopicPartition(job.topic, job.partition), cached=True)
+            _low, high = self._consumer.get_watermark_offsets(
+                TopicPartition(job.topic, job.partition), cached=True
+            )
             if high is not None and high >= 0:
                 self._on_lag(job, max(0, high - max(job.position, tp.offset)))

@@ -107,9 +107,13 @@ class Worker:
         self._local_offsets: dict[TaskId, int] = {}
         self._dormant_offsets: dict[TaskId, int] = {}
         self._next_offsets = 0.0
-        self._stateful_subs = frozenset(i for i, sub in enumerate(topology.subtopologies) if sub.stores or sub.tables)
+        self._stateful_subs = frozenset(
+            i for i, sub in enumerate(topology.subtopologies) if sub.stores or sub.tables
+        )
         self._awaiting_first: dict[tuple[str, int], float] = {}  # partition -> when it was assigned
-        self._starting: dict[tuple[str, int], float] = {}  # partition -> when its task became active (until a record)
+        self._starting: dict[
+            tuple[str, int], float
+        ] = {}  # partition -> when its task became active (until a record)
         # lag gauges set per (task, store), and which (standby or warmup): removed when the copy goes
         self._lag_labels: dict[tuple[str, str], Gauge] = {}
 
@@ -126,41 +130,59 @@ class Worker:
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed" if self.eos else "read_uncommitted",
         }
-        conf.update({k.removeprefix("consumer."): v for k, v in self.config.kafka_config.items()
-                     if not k.startswith("producer.")})
+        conf.update(
+            {
+                k.removeprefix("consumer."): v
+                for k, v in self.config.kafka_config.items()
+                if not k.startswith("producer.")
+            }
+        )
         return conf
 
     def _group_settings(self) -> GroupSettings:
         c = self.config
         return GroupSettings(
-            group_id=self.app, process=self._ident, host=c.instance_id or self._ident, instance_id=c.instance_id,
-            topic_to_sub=dict(self.topic_to_sub), stateful_subs=self._stateful_subs,
+            group_id=self.app,
+            process=self._ident,
+            host=c.instance_id or self._ident,
+            instance_id=c.instance_id,
+            topic_to_sub=dict(self.topic_to_sub),
+            stateful_subs=self._stateful_subs,
             state_partitions=self._state_partitions,
-            assignor=AssignorConfig(num_standby_replicas=c.num_standby_replicas,
-                                    acceptable_recovery_lag=c.acceptable_recovery_lag,
-                                    max_warmup_replicas=c.max_warmup_replicas),
-            probing_interval_ms=c.probing_rebalance_interval_ms)
+            assignor=AssignorConfig(
+                num_standby_replicas=c.num_standby_replicas,
+                acceptable_recovery_lag=c.acceptable_recovery_lag,
+                max_warmup_replicas=c.max_warmup_replicas,
+            ),
+            probing_interval_ms=c.probing_rebalance_interval_ms,
+        )
 
     def _membership_config(self) -> dict[str, Any]:
-        return {"bootstrap_servers": self.config.bootstrap_servers.split(","),
-                "client_id": f"{self.app}-{self._ident}", **kafka_python_config(self.config.kafka_config)}
+        return {
+            "bootstrap_servers": self.config.bootstrap_servers.split(","),
+            "client_id": f"{self.app}-{self._ident}",
+            **kafka_python_config(self.config.kafka_config),
+        }
 
     def _state_partitions(self, task: TaskId) -> list[tuple[str, int]]:
         """The partitions a task's stores restore from: what its offset sums are sums of."""
         sub = self.topology.subtopologies[task.subtopology]
-        return ([(changelog_topic(self.app, s.name), task.partition) for s in sub.stores]
-                + [(t.store.source_topic or "", task.partition) for t in sub.tables])
+        return [(changelog_topic(self.app, s.name), task.partition) for s in sub.stores] + [
+            (t.store.source_topic or "", task.partition) for t in sub.tables
+        ]
 
     def _end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int] | None:
         """Membership thread, on the leader: the changelogs' ends, to turn offset sums into lags."""
         try:
             latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-            futures = self._admin.list_offsets({TopicPartition(t, p): latest for t, p in partitions},
-                                               request_timeout=10)
+            futures = self._admin.list_offsets(
+                {TopicPartition(t, p): latest for t, p in partitions}, request_timeout=10
+            )
             return {(tp.topic, tp.partition): int(f.result(15).offset) for tp, f in futures.items()}
         except Exception as exc:
-            log.warning("changelog end offsets unknown; reported state counts as caught up",
-                        extra={"error": str(exc)})
+            log.warning(
+                "changelog end offsets unknown; reported state counts as caught up", extra={"error": str(exc)}
+            )
             return None
 
     def _warm_metadata(self) -> None:
@@ -200,9 +222,16 @@ class Worker:
         }
         if self.eos:
             conf["transactional.id"] = f"{self.app}-{self._ident}"
-            conf["transaction.timeout.ms"] = 10000  # Kafka Streams' EOS default: a dead owner blocks 10 s at most
-        conf.update({k.removeprefix("producer."): v for k, v in self.config.kafka_config.items()
-                     if not k.startswith("consumer.") and k not in _CONSUMER_ONLY})
+            conf["transaction.timeout.ms"] = (
+                10000  # Kafka Streams' EOS default: a dead owner blocks 10 s at most
+            )
+        conf.update(
+            {
+                k.removeprefix("producer."): v
+                for k, v in self.config.kafka_config.items()
+                if not k.startswith("consumer.") and k not in _CONSUMER_ONLY
+            }
+        )
         return conf
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -227,24 +256,43 @@ class Worker:
         self._warm_metadata()
         self._admin = AdminClient(self._base())
         self._size_limits: dict[str, int] = {}  # topic -> max.message.bytes, read after a size error
-        self.membership = Membership(self._group_settings(), self._membership_config(),
-                                     offsets=lambda: self._local_offsets, end_offsets=self._end_offsets)
+        self.membership = Membership(
+            self._group_settings(),
+            self._membership_config(),
+            offsets=lambda: self._local_offsets,
+            end_offsets=self._end_offsets,
+        )
         self.guarantee: Guarantee = (ExactlyOnce if self.eos else AtLeastOnce)(self.output, self.membership)
         self.guarantee.start()
         restore_conf = dict(self._consumer_config())
-        self.restorer = Restorer(restore_conf, self._restore_progress, seed=self._snapshot_seed(),
-                                 on_lag=self._standby_lag, actives_starting=self._actives_starting)
+        self.restorer = Restorer(
+            restore_conf,
+            self._restore_progress,
+            seed=self._snapshot_seed(),
+            on_lag=self._standby_lag,
+            actives_starting=self._actives_starting,
+        )
         self.restorer.start()
-        self.standbys = StandbyTasks(app_dir=self.app_dir, restorer=self.restorer, open_stores=self._open_stores,
-                                     jobs_for=self._restore_jobs,
-                                     cleanup_delay=self.config.state_cleanup_delay_ms / 1000,
-                                     on_change=self._update_task_gauges)
+        self.standbys = StandbyTasks(
+            app_dir=self.app_dir,
+            restorer=self.restorer,
+            open_stores=self._open_stores,
+            jobs_for=self._restore_jobs,
+            cleanup_delay=self.config.state_cleanup_delay_ms / 1000,
+            on_change=self._update_task_gauges,
+        )
         self._local_offsets = self._collect_offsets()
         self.membership.start()
         self.membership.wait_started()
-        log.info("worker started", extra={"guarantee": self.config.processing_guarantee.value,
-                                          "instance": self._ident, "topics": sorted(self.topic_to_sub),
-                                          "num_standby_replicas": self.config.num_standby_replicas})
+        log.info(
+            "worker started",
+            extra={
+                "guarantee": self.config.processing_guarantee.value,
+                "instance": self._ident,
+                "topics": sorted(self.topic_to_sub),
+                "num_standby_replicas": self.config.num_standby_replicas,
+            },
+        )
         code = 0
         try:
             self._loop()
@@ -261,7 +309,9 @@ class Worker:
         """Stores restoring from scratch start from the compactor's newest snapshot, if configured."""
         if not self.config.snapshot_store:
             return None
-        return snapshot.seeder(self.config.snapshot_store, self.app, lambda store: changelog_topic(self.app, store))
+        return snapshot.seeder(
+            self.config.snapshot_store, self.app, lambda store: changelog_topic(self.app, store)
+        )
 
     def _install_signals(self) -> None:
         def stop(signum: int, _frame: FrameType | None) -> None:
@@ -277,20 +327,35 @@ class Worker:
 
     def _create_topics(self) -> None:
         client = AdminClient(self._base())
-        external = [t for t in self.topic_to_sub if not any(
-            s.internal and f"{self.app}-{x}" == t for sub in self.topology.subtopologies for s in sub.sources
-            for x in s.topics)]
-        tables = [t.store.source_topic for sub in self.topology.subtopologies for t in sub.tables
-                  if t.store.source_topic]
+        external = [
+            t
+            for t in self.topic_to_sub
+            if not any(
+                s.internal and f"{self.app}-{x}" == t
+                for sub in self.topology.subtopologies
+                for s in sub.sources
+                for x in s.topics
+            )
+        ]
+        tables = [
+            t.store.source_topic
+            for sub in self.topology.subtopologies
+            for t in sub.tables
+            if t.store.source_topic
+        ]
         counts = admin.partition_counts(client, external + tables, timeout=60)
-        admin.ensure_topics(client, admin.planned_topics(self.topology, self.app, counts,
-                                                         self.config.replication_factor))
+        admin.ensure_topics(
+            client, admin.planned_topics(self.topology, self.app, counts, self.config.replication_factor)
+        )
 
     def _start_bluegreen(self) -> None:
         color: Color = "green" if self.config.color == "green" else "blue"
         control = self.config.control_topic or f"{self.app.removesuffix('-' + color)}-control"
-        extra = {k: v for k, v in self.config.kafka_config.items() if not k.startswith(("consumer.", "producer."))
-                 and k not in _CONSUMER_ONLY}
+        extra = {
+            k: v
+            for k, v in self.config.kafka_config.items()
+            if not k.startswith(("consumer.", "producer.")) and k not in _CONSUMER_ONLY
+        }
         self.bluegreen = BlueGreen(self.config.bootstrap_servers, control, color, self._ident, extra)
         self.bluegreen.start()
         self.gate = self.bluegreen
@@ -310,7 +375,9 @@ class Worker:
             if self._flip_paused:
                 self._flip_paused = False
                 self._paused_at = None
-                log.info("flip over, resumed", extra={"epoch": bg.gate.state.epoch, "active": bg.gate.state.active})
+                log.info(
+                    "flip over, resumed", extra={"epoch": bg.gate.state.epoch, "active": bg.gate.state.active}
+                )
             return
         if self._reported == (prepare.epoch, self._assignment_version):
             # no decision yet: after the prepare's timeout (this process's clock) give up with an
@@ -331,8 +398,9 @@ class Worker:
         for task in self.tasks.values():
             for topic in sources:
                 if topic in task.positions:
-                    positions[(topic, task.partition)] = self._real_offset(topic, task.partition,
-                                                                           task.positions[topic])
+                    positions[(topic, task.partition)] = self._real_offset(
+                        topic, task.partition, task.positions[topic]
+                    )
         bg.report(prepare.epoch, positions, sources, self._flip_refusal, self._generation)
         self._reported = (prepare.epoch, self._assignment_version)
 
@@ -349,8 +417,10 @@ class Worker:
         self.consumer.pause([tp])
         self.consumer.seek(tp)
         self._held.add((topic, partition))
-        log.info("holding at the cut until the old active drains",
-                 extra={"topic": topic, "partition": partition, "offset": offset})
+        log.info(
+            "holding at the cut until the old active drains",
+            extra={"topic": topic, "partition": partition, "offset": offset},
+        )
 
     def _release_held(self) -> None:
         bg = self.bluegreen
@@ -458,8 +528,10 @@ class Worker:
                 continue
             seconds = now - assigned
             self.metrics.first_record.observe(seconds)
-            log.info("first record processed", extra={"topic": tp[0], "partition": tp[1],
-                                                      "seconds_since_assignment": round(seconds, 3)})
+            log.info(
+                "first record processed",
+                extra={"topic": tp[0], "partition": tp[1], "seconds_since_assignment": round(seconds, 3)},
+            )
 
     # -- membership events, standbys and warmups ----------------------------------------------
     def _membership_step(self) -> None:
@@ -491,9 +563,15 @@ class Worker:
         self._placement_dirty = True
         self._assignment_version += 1  # a flip in preparation must report for this generation
         self._generation = event.generation
-        log.info("assignment received", extra={
-            "generation": event.generation, "active": sorted(map(str, roles.active)),
-            "standby": sorted(map(str, roles.standby)), "warmup": sorted(map(str, roles.warmup))})
+        log.info(
+            "assignment received",
+            extra={
+                "generation": event.generation,
+                "active": sorted(map(str, roles.active)),
+                "standby": sorted(map(str, roles.standby)),
+                "warmup": sorted(map(str, roles.warmup)),
+            },
+        )
         self._update_task_gauges()
 
     def _standby_step(self) -> None:
@@ -624,7 +702,9 @@ class Worker:
             if position is None or position < 0:
                 continue
             try:
-                _low, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+                _low, high = self.consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), cached=True
+                )
             except KafkaException:
                 continue
             if high >= 0:
@@ -635,14 +715,30 @@ class Worker:
         topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
         if self.config.error_handler is ErrorHandler.FAIL:
             raise RecordFailed(f"{stage} failed at {topic}[{partition}]@{offset}: {error}") from error
-        log.warning("record sent to the DLQ", extra={"task_topic": topic, "partition": partition, "offset": offset,
-                                                      "stage": stage, "error": f"{type(error).__name__}: {error}"})
+        log.warning(
+            "record sent to the DLQ",
+            extra={
+                "task_topic": topic,
+                "partition": partition,
+                "offset": offset,
+                "stage": stage,
+                "error": f"{type(error).__name__}: {error}",
+            },
+        )
         try:
-            self.output.send(self._dlq, msg.key(), msg.value(), None, msg.timestamp()[1],
-                             dlq_headers(topic, partition, offset, stage, error))
+            self.output.send(
+                self._dlq,
+                msg.key(),
+                msg.value(),
+                None,
+                msg.timestamp()[1],
+                dlq_headers(topic, partition, offset, stage, error),
+            )
         except OutputRecordRefused as refused:  # nowhere left to put it: stop rather than drop it
-            raise RecordFailed(f"{stage} failed at {topic}[{partition}]@{offset} ({error}) and the dead-letter "
-                               f"topic refused the record too: {refused}") from refused
+            raise RecordFailed(
+                f"{stage} failed at {topic}[{partition}]@{offset} ({error}) and the dead-letter "
+                f"topic refused the record too: {refused}"
+            ) from refused
         self.metrics.dlq.labels(stage).inc()
 
     # -- tasks and rebalances ------------------------------------------------------------------
@@ -660,10 +756,21 @@ class Worker:
     def _restore_jobs(self, task_id: TaskId, stores: dict[str, KeyValueStore]) -> list[RestoreJob]:
         """One job per store: changelogs to their end, tables' source topics tailed for good."""
         sub = self.topology.subtopologies[task_id.subtopology]
-        jobs = [RestoreJob(task_id, s.name, changelog_topic(self.app, s.name), task_id.partition, stores[s.name])
-                for s in sub.stores]
-        jobs += [RestoreJob(task_id, t.store.name, t.store.source_topic or "", task_id.partition,
-                            stores[t.store.name], tail=True) for t in sub.tables]
+        jobs = [
+            RestoreJob(task_id, s.name, changelog_topic(self.app, s.name), task_id.partition, stores[s.name])
+            for s in sub.stores
+        ]
+        jobs += [
+            RestoreJob(
+                task_id,
+                t.store.name,
+                t.store.source_topic or "",
+                task_id.partition,
+                stores[t.store.name],
+                tail=True,
+            )
+            for t in sub.tables
+        ]
         return jobs
 
     def _on_assign(self, assigned: list[tuple[str, int]]) -> None:
@@ -704,7 +811,10 @@ class Worker:
         # every promotion and every scale-out move.
         if fetch_now:
             consumer.incremental_assign(fetch_now)
-        log.info("partitions assigned", extra={"partitions": sorted(offsets), "tasks": sorted(map(str, self.tasks))})
+        log.info(
+            "partitions assigned",
+            extra={"partitions": sorted(offsets), "tasks": sorted(map(str, self.tasks))},
+        )
         self._update_task_gauges()
 
     def _committed(self, consumer: Consumer, partitions: list[TopicPartition]) -> list[TopicPartition]:
@@ -714,7 +824,9 @@ class Worker:
                 result: list[TopicPartition] = consumer.committed(partitions, timeout=15)
                 return result
             except KafkaException as exc:
-                log.info("waiting for stable committed offsets", extra={"attempt": attempt, "error": str(exc)})
+                log.info(
+                    "waiting for stable committed offsets", extra={"attempt": attempt, "error": str(exc)}
+                )
         raise RuntimeError("could not read committed offsets")
 
     def _new_task(self, task_id: TaskId) -> Task:
@@ -731,15 +843,31 @@ class Worker:
         else:
             kind = "restored"  # from scratch (a standby placed a moment ago holds nothing yet either)
         self.metrics.task_starts.labels(kind).inc()
-        log.info("active task started", extra={"task": str(task_id), "partition": task_id.partition, "kind": kind})
-        task = Task(task_id, sub, application_id=self.app, stores=stores, send=self.output.send, gate=self.gate,
-                    caching=self.config.write_cache, dead_letter=self._dead_letter)
+        log.info(
+            "active task started", extra={"task": str(task_id), "partition": task_id.partition, "kind": kind}
+        )
+        task = Task(
+            task_id,
+            sub,
+            application_id=self.app,
+            stores=stores,
+            send=self.output.send,
+            gate=self.gate,
+            caching=self.config.write_cache,
+            dead_letter=self._dead_letter,
+        )
         self.tasks[task_id] = task
         restore = TaskRestore(task_id, self._restore_jobs(task_id, stores), self._ready.put)
         self._restores[task_id] = restore
         self.restorer.add(restore)
-        log.info("task created, restoring", extra={"task": str(task_id), "partition": task_id.partition,
-                                                   "from_standby": promoted is not None})
+        log.info(
+            "task created, restoring",
+            extra={
+                "task": str(task_id),
+                "partition": task_id.partition,
+                "from_standby": promoted is not None,
+            },
+        )
         return task
 
     def _activate_ready(self) -> None:
@@ -764,8 +892,15 @@ class Worker:
             self.metrics.restores_completed.labels(str(task.id)).inc()
             seconds = (restore.finished or time.monotonic()) - restore.started
             self.metrics.restore_seconds.labels(str(task.id)).inc(seconds)
-            log.info("task active", extra={"task": str(task.id), "partition": task.partition,
-                                           "restored": restore.restored, "restore_seconds": round(seconds, 3)})
+            log.info(
+                "task active",
+                extra={
+                    "task": str(task.id),
+                    "partition": task.partition,
+                    "restored": restore.restored,
+                    "restore_seconds": round(seconds, 3),
+                },
+            )
             self._update_task_gauges()
 
     def _restore_progress(self, job: RestoreJob, count: int) -> None:
@@ -808,7 +943,9 @@ class Worker:
             if all((topic, task.partition) in gone for topic in task.committed):
                 self._close_task(task)
         fetching = {(tp.topic, tp.partition) for tp in consumer.assignment()}
-        handed = [tp for tp in partitions if (tp.topic, tp.partition) in fetching]  # a restoring task's are not
+        handed = [
+            tp for tp in partitions if (tp.topic, tp.partition) in fetching
+        ]  # a restoring task's are not
         try:
             if handed:
                 consumer.incremental_unassign(handed)
@@ -840,21 +977,35 @@ class Worker:
         self.metrics.ready.set(1 if self._is_ready() else 0)
 
     def _healthy(self) -> bool:
-        return time.monotonic() - self._heartbeat < max(30.0, 3 * self.config.effective_commit_interval_ms / 1000)
+        return time.monotonic() - self._heartbeat < max(
+            30.0, 3 * self.config.effective_commit_interval_ms / 1000
+        )
 
     def _is_ready(self) -> bool:
         """Joined, every partition of the latest assignment applied, and every task restored."""
-        return (self._joined and self._owned <= set(self.active) and not self._restores and self._failed is None
-                and not self._stop.is_set())
+        return (
+            self._joined
+            and self._owned <= set(self.active)
+            and not self._restores
+            and self._failed is None
+            and not self._stop.is_set()
+        )
 
 
-_CONSUMER_ONLY = {"session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms", "fetch.min.bytes",
-                  "fetch.wait.max.ms", "auto.offset.reset", "group.protocol"}
+_CONSUMER_ONLY = {
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.interval.ms",
+    "fetch.min.bytes",
+    "fetch.wait.max.ms",
+    "auto.offset.reset",
+    "group.protocol",
+}
 
 
 def _hard_exit(grace: float) -> None:
-    logging.getLogger("baton.worker").error("shutdown exceeded the grace period; exiting",
-                                            extra={"grace_seconds": grace})
+    logging.getLogger("baton.worker").error(
+        "shutdown exceeded the grace period; exiting", extra={"grace_seconds": grace}
+    )
     logging.shutdown()
     os._exit(1)
-

@@ -52,7 +52,7 @@ def end_of(name: str) -> int | None:
     """``snapshot-00000000000000001234`` -> 1234; None for anything else."""
     if not name.startswith(PREFIX):
         return None
-    digits = name[len(PREFIX):]
+    digits = name[len(PREFIX) :]
     return int(digits) if digits.isdigit() else None
 
 
@@ -85,13 +85,22 @@ def snapshots(root: str, application_id: str, store: str, partition: int) -> lis
         if end is None or not manifest_path.is_file():
             continue
         manifest = json.loads(manifest_path.read_text())
-        out.append(Snapshot(child, manifest["topic"], int(manifest["partition"]), int(manifest["end_offset"]),
-                            int(manifest["records"]), manifest))
+        out.append(
+            Snapshot(
+                child,
+                manifest["topic"],
+                int(manifest["partition"]),
+                int(manifest["end_offset"]),
+                int(manifest["records"]),
+                manifest,
+            )
+        )
     return sorted(out, key=lambda s: s.end_offset, reverse=True)
 
 
-def newest(root: str, application_id: str, store: str, partition: int, *, low: int = 0,
-           high: int | None = None) -> Snapshot | None:
+def newest(
+    root: str, application_id: str, store: str, partition: int, *, low: int = 0, high: int | None = None
+) -> Snapshot | None:
     """The newest snapshot a restore can start from: its offset must lie within the changelog's [low, high].
 
     A snapshot beyond ``high`` describes a changelog that was since recreated; one below
@@ -128,7 +137,9 @@ def load_into(store: KeyValueStore, snap: Snapshot, batch: int = BATCH) -> int:
     return count + len(items)
 
 
-def seeder(root: str, application_id: str, changelog: Callable[[str], str]) -> Callable[[Any, int, int], int | None]:
+def seeder(
+    root: str, application_id: str, changelog: Callable[[str], str]
+) -> Callable[[Any, int, int], int | None]:
     """For the restore thread: ``seed(job, low, high)`` loads the newest usable snapshot, returns its offset.
 
     ``job`` is a ``restore.RestoreJob`` of a store with no checkpoint; jobs that do not read
@@ -144,13 +155,22 @@ def seeder(root: str, application_id: str, changelog: Callable[[str], str]) -> C
                 return None
             loaded = load_into(job.store, snap)
         except Exception:  # a bad snapshot must never stop a restore: the changelog alone is enough
-            log.exception("snapshot load failed; restoring from the changelog",
-                          extra={"store": job.store_name, "partition": job.partition})
+            log.exception(
+                "snapshot load failed; restoring from the changelog",
+                extra={"store": job.store_name, "partition": job.partition},
+            )
             job.store.wipe()
             return None
-        log.info("store loaded from snapshot", extra={"task": str(job.task), "store": job.store_name,
-                                                       "snapshot": str(snap.path), "records": loaded,
-                                                       "end_offset": snap.end_offset})
+        log.info(
+            "store loaded from snapshot",
+            extra={
+                "task": str(job.task),
+                "store": job.store_name,
+                "snapshot": str(snap.path),
+                "records": loaded,
+                "end_offset": snap.end_offset,
+            },
+        )
         return snap.end_offset
 
     return seed

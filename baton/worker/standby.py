@@ -36,8 +36,9 @@ OpenStores = Callable[[TaskId], dict[str, KeyValueStore]]
 JobsFor = Callable[[TaskId, dict[str, KeyValueStore]], list[RestoreJob]]
 
 
-def due_for_cleanup(unused_since: Mapping[TaskId, float], in_use: Iterable[TaskId], now: float,
-                    delay: float) -> list[TaskId]:
+def due_for_cleanup(
+    unused_since: Mapping[TaskId, float], in_use: Iterable[TaskId], now: float, delay: float
+) -> list[TaskId]:
     """Folders unused for at least ``delay`` seconds and not in use now (pure)."""
     busy = set(in_use)
     return sorted(t for t, since in unused_since.items() if t not in busy and now - since >= delay)
@@ -50,9 +51,17 @@ class _Hosted:
 
 
 class StandbyTasks:
-    def __init__(self, *, app_dir: Path, restorer: Restorer, open_stores: OpenStores, jobs_for: JobsFor,
-                 cleanup_delay: float, on_change: Callable[[], None] = lambda: None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        app_dir: Path,
+        restorer: Restorer,
+        open_stores: OpenStores,
+        jobs_for: JobsFor,
+        cleanup_delay: float,
+        on_change: Callable[[], None] = lambda: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._app_dir = app_dir
         self._restorer = restorer
         self._open_stores = open_stores
@@ -79,8 +88,10 @@ class StandbyTasks:
             self._unused.pop(task, None)
             return None
         self._restorer.remove(task)
-        log.info("standby promoted", extra={
-            "task": str(task), "checkpoints": {n: s.checkpoint() for n, s in hosted.stores.items()}})
+        log.info(
+            "standby promoted",
+            extra={"task": str(task), "checkpoints": {n: s.checkpoint() for n, s in hosted.stores.items()}},
+        )
         self._on_change()
         return hosted.stores
 
@@ -98,7 +109,9 @@ class StandbyTasks:
         for task in gone:
             del self._unused[task]
             statedir.remove_task(self._app_dir, task)
-            log.info("state of an unused task deleted", extra={"task": str(task), "delay_seconds": self._delay})
+            log.info(
+                "state of an unused task deleted", extra={"task": str(task), "delay_seconds": self._delay}
+            )
         return gone
 
     def close(self) -> None:
@@ -119,8 +132,10 @@ class StandbyTasks:
         restore = TaskRestore(task, jobs, lambda _r: None, standby=True)
         self.hosted[task] = _Hosted(restore, stores)
         self._restorer.add(restore)
-        log.info("standby started", extra={
-            "task": str(task), "checkpoints": {n: s.checkpoint() for n, s in stores.items()}})
+        log.info(
+            "standby started",
+            extra={"task": str(task), "checkpoints": {n: s.checkpoint() for n, s in stores.items()}},
+        )
         self._on_change()
 
     def _release(self, task: TaskId) -> None:

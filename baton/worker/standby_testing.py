@@ -36,7 +36,9 @@ def members_from(description: ConsumerGroupDescription) -> list[Member] | None:
     out = []
     for m in description.members:
         partitions = tuple(sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions or [])))
-        out.append(Member(member_id=m.member_id, identity=m.group_instance_id or m.client_id, partitions=partitions))
+        out.append(
+            Member(member_id=m.member_id, identity=m.group_instance_id or m.client_id, partitions=partitions)
+        )
     return out
 
 
@@ -108,6 +110,6 @@ def labelled_metric(worker: WorkerProcess, name: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for line in body.splitlines():
         if line.startswith(name + "{") or line.startswith(name + " "):
-            labels, value = line[len(name):].rsplit(" ", 1)
+            labels, value = line[len(name) :].rsplit(" ", 1)
             out[labels] = float(value)
     return out

@@ -38,8 +38,9 @@ DeadLetter = Callable[[BaseException, str, Message], None]
 class _Source:
     __slots__ = ("deserialize_key", "deserialize_value", "internal", "root")
 
-    def __init__(self, root: Processor, key: Callable[[bytes], Any], value: Callable[[bytes], Any],
-                 internal: bool) -> None:
+    def __init__(
+        self, root: Processor, key: Callable[[bytes], Any], value: Callable[[bytes], Any], internal: bool
+    ) -> None:
         self.root = root
         self.deserialize_key = key
         self.deserialize_value = value
@@ -47,9 +48,18 @@ class _Source:
 
 
 class Task:
-    def __init__(self, task_id: TaskId, sub: SubTopology, *, application_id: str,
-                 stores: dict[str, KeyValueStore], send: Send, gate: SinkGate, caching: bool,
-                 dead_letter: DeadLetter) -> None:
+    def __init__(
+        self,
+        task_id: TaskId,
+        sub: SubTopology,
+        *,
+        application_id: str,
+        stores: dict[str, KeyValueStore],
+        send: Send,
+        gate: SinkGate,
+        caching: bool,
+        dead_letter: DeadLetter,
+    ) -> None:
         self.id = task_id
         self.sub = sub
         self.partition = task_id.partition
@@ -57,9 +67,15 @@ class Task:
         self.ctx = RecordContext()
         self._dead_letter = dead_letter
         self.stores = {
-            spec.name: TaskStore(spec=spec, persistent=stores[spec.name],
-                                 changelog_topic=changelog_topic(application_id, spec.name),
-                                 partition=task_id.partition, send=send, ctx=self.ctx, caching=caching)
+            spec.name: TaskStore(
+                spec=spec,
+                persistent=stores[spec.name],
+                changelog_topic=changelog_topic(application_id, spec.name),
+                partition=task_id.partition,
+                send=send,
+                ctx=self.ctx,
+                caching=caching,
+            )
             for spec in sub.stores
         }
         for store in self.stores.values():
@@ -72,11 +88,20 @@ class Task:
 
         self._sources: dict[str, _Source] = {}
         for node in sub.sources:
-            root = build_tree(node, ctx=self.ctx, send=send, gate=gate, stores=self.stores, tables=tables,
-                              topic_name=topic_name, memo=memo)
+            root = build_tree(
+                node,
+                ctx=self.ctx,
+                send=send,
+                gate=gate,
+                stores=self.stores,
+                tables=tables,
+                topic_name=topic_name,
+                memo=memo,
+            )
             for topic in node.topics:
                 self._sources[topic_name(topic, node.internal)] = _Source(
-                    root, node.key_serde.deserialize, node.value_serde.deserialize, node.internal)
+                    root, node.key_serde.deserialize, node.value_serde.deserialize, node.internal
+                )
         # next offset to read per input topic, as of the last processed record / last commit
         self.positions: dict[str, int] = {}
         self.committed: dict[str, int] = {}
@@ -94,7 +119,12 @@ class Task:
         assert topic is not None and offset is not None
         source = self._sources[topic]
         ctx = self.ctx
-        ctx.topic, ctx.partition, ctx.offset, ctx.timestamp = topic, self.partition, offset, msg.timestamp()[1]
+        ctx.topic, ctx.partition, ctx.offset, ctx.timestamp = (
+            topic,
+            self.partition,
+            offset,
+            msg.timestamp()[1],
+        )
         ctx.origin_topic, ctx.origin_partition, ctx.origin_offset = topic, self.partition, offset
         self._current = msg
         try:
@@ -121,7 +151,9 @@ class Task:
     def _flush_error(self, exc: Exception) -> None:
         """A flushed cache entry failed downstream: dead-letter it under the record that last updated it."""
         ctx = self.ctx
-        self._dead_letter(exc, _stage(exc), _FlushedRecord(ctx.topic, ctx.partition, ctx.offset, ctx.timestamp))
+        self._dead_letter(
+            exc, _stage(exc), _FlushedRecord(ctx.topic, ctx.partition, ctx.offset, ctx.timestamp)
+        )
 
     def flush(self) -> None:
         """Before a commit: log and forward what the write cache holds."""

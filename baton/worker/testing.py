@@ -43,12 +43,37 @@ class Record:
 class WorkerProcess:
     """One ``baton run`` subprocess; its JSON log lines go to ``log_path``."""
 
-    def __init__(self, topology: str, *, bootstrap: str, application_id: str, state_dir: Path, log_path: Path,
-                 guarantee: str = "exactly_once_v2", instance_id: str | None = None,
-                 extra_args: Iterable[str] = (), env: dict[str, str] | None = None) -> None:
-        self.args = [sys.executable, "-c", _LAUNCH, "run", topology, "--bootstrap-servers", bootstrap,
-                     "--application-id", application_id, "--state-dir", str(state_dir),
-                     "--processing-guarantee", guarantee, "--metrics-port", "0", *extra_args]
+    def __init__(
+        self,
+        topology: str,
+        *,
+        bootstrap: str,
+        application_id: str,
+        state_dir: Path,
+        log_path: Path,
+        guarantee: str = "exactly_once_v2",
+        instance_id: str | None = None,
+        extra_args: Iterable[str] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.args = [
+            sys.executable,
+            "-c",
+            _LAUNCH,
+            "run",
+            topology,
+            "--bootstrap-servers",
+            bootstrap,
+            "--application-id",
+            application_id,
+            "--state-dir",
+            str(state_dir),
+            "--processing-guarantee",
+            guarantee,
+            "--metrics-port",
+            "0",
+            *extra_args,
+        ]
         if instance_id:
             self.args += ["--instance-id", instance_id]
         self.log_path = log_path
@@ -85,7 +110,7 @@ class WorkerProcess:
         """Parsed JSON log lines (of the current run by default); other lines are skipped."""
         if not self.log_path.exists():
             return []
-        data = self.log_path.read_bytes()[self._log_offset if current_run_only else 0:]
+        data = self.log_path.read_bytes()[self._log_offset if current_run_only else 0 :]
         out = []
         for line in data.splitlines():
             if line.startswith(b"{"):
@@ -96,8 +121,11 @@ class WorkerProcess:
         return out
 
     def port(self, timeout: float = 30.0) -> int:
-        line = wait_for(lambda: next((x for x in self.logs() if x.get("msg") == "http listening"), None), timeout,
-                        f"{self.log_path.name}: no http port")
+        line = wait_for(
+            lambda: next((x for x in self.logs() if x.get("msg") == "http listening"), None),
+            timeout,
+            f"{self.log_path.name}: no http port",
+        )
         port = line["port"]
         assert isinstance(port, int)
         return port
@@ -110,7 +138,9 @@ class WorkerProcess:
             return exc.code, exc.read().decode()
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        wait_for(lambda: self.alive and self.http("/readyz")[0] == 200, timeout, f"{self.log_path.name} not ready")
+        wait_for(
+            lambda: self.alive and self.http("/readyz")[0] == 200, timeout, f"{self.log_path.name} not ready"
+        )
 
     def restored(self) -> int:
         """Records restored in the current run, from the 'store restored' log lines."""
@@ -143,11 +173,20 @@ def wait_for(check: Callable[[], T | None], timeout: float, what: str, interval:
         time.sleep(interval)
 
 
-def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None] |
-                                                       tuple[bytes | None, bytes | None, int]]) -> int:
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int]],
+) -> int:
     """Produce (key, value[, timestamp_ms]) records with the Java partitioner; returns how many."""
-    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 20,
-                         "enable.idempotence": True})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "partitioner": "murmur2_random",
+            "linger.ms": 20,
+            "enable.idempotence": True,
+        }
+    )
     count = 0
     for record in records:
         timestamp = record[2] if len(record) == 3 else 0
@@ -163,12 +202,24 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, by
     return count
 
 
-def read_all(bootstrap: str, topic: str, *, committed_only: bool = True, start: dict[int, int] | None = None,
-             timeout: float = 60.0) -> list[Record]:
+def read_all(
+    bootstrap: str,
+    topic: str,
+    *,
+    committed_only: bool = True,
+    start: dict[int, int] | None = None,
+    timeout: float = 60.0,
+) -> list[Record]:
     """Every record of ``topic`` up to its current end, in offset order per partition."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
-                         "isolation.level": "read_committed" if committed_only else "read_uncommitted",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "isolation.level": "read_committed" if committed_only else "read_uncommitted",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     try:
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
         partitions = sorted(meta.partitions)
@@ -187,8 +238,16 @@ def read_all(bootstrap: str, topic: str, *, committed_only: bool = True, start: 
                         continue
                     raise RuntimeError(str(err))
                 eof.discard(msg.partition() or 0)
-                out.append(Record(msg.key(), msg.value(), msg.partition() or 0, msg.offset() or 0,
-                                  msg.timestamp()[1], _headers(msg.headers())))
+                out.append(
+                    Record(
+                        msg.key(),
+                        msg.value(),
+                        msg.partition() or 0,
+                        msg.offset() or 0,
+                        msg.timestamp()[1],
+                        _headers(msg.headers()),
+                    )
+                )
         return out
     finally:
         consumer.close()
@@ -205,11 +264,19 @@ def group_committed(bootstrap: str, group: str, topic: str, partitions: int) -> 
 
 
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
-                         "isolation.level": "read_committed"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "isolation.level": "read_committed",
+        }
+    )
     try:
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in meta.partitions}
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in meta.partitions
+        }
     finally:
         consumer.close()
 
@@ -235,8 +302,9 @@ class SteadyInput:
     input is the same on every run with the same seed.
     """
 
-    def __init__(self, bootstrap: str, topic: str, rate: int, users: list[str] | None = None,
-                 seed: int = 11) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, rate: int, users: list[str] | None = None, seed: int = 11
+    ) -> None:
         self.bootstrap, self.topic, self.rate, self.seed = bootstrap, topic, rate, seed
         self.users = users or [f"user-{i:02d}" for i in range(24)]
         self.sent: collections.Counter[str] = collections.Counter()
@@ -244,8 +312,14 @@ class SteadyInput:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "partitioner": "murmur2_random",
-                             "enable.idempotence": True, "linger.ms": 2})
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "partitioner": "murmur2_random",
+                "enable.idempotence": True,
+                "linger.ms": 2,
+            }
+        )
         rng = random.Random(self.seed)
         ts = 1_678_886_400
         interval = 1.0 / self.rate
@@ -254,7 +328,9 @@ class SteadyInput:
             user = rng.choice(self.users)
             while True:
                 try:
-                    producer.produce(self.topic, orjson.dumps({"user_id": user, "timestamp": ts}), user.encode())
+                    producer.produce(
+                        self.topic, orjson.dumps({"user_id": user, "timestamp": ts}), user.encode()
+                    )
                     break
                 except BufferError:
                     producer.poll(0.05)

@@ -10,8 +10,10 @@ import os
 from baton.worker import JSON, STR, Topology
 
 topology = Topology()
-(topology.stream(os.environ["BENCH_INPUT"], key=STR, value=JSON)
+(
+    topology.stream(os.environ["BENCH_INPUT"], key=STR, value=JSON)
     .group_by_key()
     .count(store="counts")
     .to_stream()
-    .to(os.environ["BENCH_OUTPUT"], value=JSON))
+    .to(os.environ["BENCH_OUTPUT"], value=JSON)
+)

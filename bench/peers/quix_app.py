@@ -13,7 +13,9 @@ app = Application(
     consumer_group=os.environ["BENCH_APP_ID"],
     auto_offset_reset="earliest",
     state_dir=os.environ["BENCH_STATE_DIR"],
-    processing_guarantee="exactly-once" if os.environ["BENCH_GUARANTEE"] == "exactly_once" else "at-least-once",
+    processing_guarantee="exactly-once"
+    if os.environ["BENCH_GUARANTEE"] == "exactly_once"
+    else "at-least-once",
     commit_interval=int(os.environ["BENCH_COMMIT_INTERVAL_MS"]) / 1000,
     loglevel="WARNING",
 )

@@ -81,11 +81,25 @@ class System:
 
 
 def _baton_command(guarantee: str, env: dict[str, str]) -> list[str]:
-    return [sys.executable, "-m", "baton.cli", "run", str(HERE / "baton_app.py"),
-            "--bootstrap-servers", env["BENCH_BOOTSTRAP"], "--application-id", env["BENCH_APP_ID"],
-            "--state-dir", env["BENCH_STATE_DIR"], "--metrics-port", "0",
-            "--processing-guarantee", "exactly_once_v2" if guarantee == "exactly_once" else "at_least_once",
-            "--commit-interval-ms", env["BENCH_COMMIT_INTERVAL_MS"]]
+    return [
+        sys.executable,
+        "-m",
+        "baton.cli",
+        "run",
+        str(HERE / "baton_app.py"),
+        "--bootstrap-servers",
+        env["BENCH_BOOTSTRAP"],
+        "--application-id",
+        env["BENCH_APP_ID"],
+        "--state-dir",
+        env["BENCH_STATE_DIR"],
+        "--metrics-port",
+        "0",
+        "--processing-guarantee",
+        "exactly_once_v2" if guarantee == "exactly_once" else "at_least_once",
+        "--commit-interval-ms",
+        env["BENCH_COMMIT_INTERVAL_MS"],
+    ]
 
 
 def _peer(module: str) -> Any:
@@ -93,9 +107,12 @@ def _peer(module: str) -> Any:
     return importlib.import_module(module)
 
 
-def _python_peer(peer: str, script: str, extra: tuple[str, ...] = ()) -> Callable[[str, dict[str, str]], list[str]]:
+def _python_peer(
+    peer: str, script: str, extra: tuple[str, ...] = ()
+) -> Callable[[str, dict[str, str]], list[str]]:
     def command(_guarantee: str, _env: dict[str, str]) -> list[str]:
         return [str(_peer("venvs").python_for(peer)), str(HERE / script), *extra]
+
     return command
 
 
@@ -116,12 +133,25 @@ def _confluent_version() -> str:
 
 
 SYSTEMS = {
-    "baton": System("baton", "Baton", lambda: {"baton-streams": baton_version,
-                                               "confluent-kafka": _confluent_version(),
-                                               "python": platform.python_version()}, _baton_command),
-    "quix": System("quix", "Quix Streams", lambda: _peer_versions("quix"), _python_peer("quix", "quix_app.py")),
-    "faust": System("faust", "Faust", lambda: _peer_versions("faust"),
-                    _python_peer("faust", "faust_app.py", ("worker", "-l", "warn", "--without-web"))),
+    "baton": System(
+        "baton",
+        "Baton",
+        lambda: {
+            "baton-streams": baton_version,
+            "confluent-kafka": _confluent_version(),
+            "python": platform.python_version(),
+        },
+        _baton_command,
+    ),
+    "quix": System(
+        "quix", "Quix Streams", lambda: _peer_versions("quix"), _python_peer("quix", "quix_app.py")
+    ),
+    "faust": System(
+        "faust",
+        "Faust",
+        lambda: _peer_versions("faust"),
+        _python_peer("faust", "faust_app.py", ("worker", "-l", "warn", "--without-web")),
+    ),
     "kstreams": System("kstreams", "Kafka Streams", _kstreams_versions, _kstreams_command),
 }
 
@@ -161,14 +191,25 @@ def committed(admin: AdminClient, group: str, topic: str) -> int:
 
 
 def end_offsets(consumer: Consumer, topic: str) -> dict[int, int]:
-    return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)}
+    return {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)
+    }
 
 
-def read_counts(bootstrap: str, topic: str, start: dict[int, int] | None = None) -> tuple[dict[str, int], int]:
+def read_counts(
+    bootstrap: str, topic: str, start: dict[int, int] | None = None
+) -> tuple[dict[str, int], int]:
     """The last count per user on ``topic`` (from ``start``), and how many records were read."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-reader-{uuid.uuid4().hex}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "fetch.max.bytes": 64 << 20})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-reader-{uuid.uuid4().hex}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.max.bytes": 64 << 20,
+        }
+    )
     try:
         ends = end_offsets(consumer, topic)
         begin = start or {}
@@ -221,8 +262,14 @@ class Process:
     def start(self) -> Process:
         with self.log.open("ab") as out:
             self.started = time.monotonic()
-            self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                cwd=self.cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         return self
 
     def alive(self) -> bool:
@@ -270,8 +317,15 @@ class RunResult:
 
 
 def run_one(  # noqa: PLR0917 (one benchmark run has this many inputs)
-    system: System, guarantee: str, bootstrap: str, admin: AdminClient, source: str,
-    truth: Counter[str], commit_ms: int, work: Path, timeout: float,
+    system: System,
+    guarantee: str,
+    bootstrap: str,
+    admin: AdminClient,
+    source: str,
+    truth: Counter[str],
+    commit_ms: int,
+    work: Path,
+    timeout: float,
 ) -> RunResult:
     tag = uuid.uuid4().hex[:6]
     app = f"bench-{system.name}-{guarantee.replace('_', '-')}-{tag}"
@@ -279,9 +333,17 @@ def run_one(  # noqa: PLR0917 (one benchmark run has this many inputs)
     admin.create_topics([NewTopic(sink, PARTITIONS, 1)])[sink].result(30)
     state = work / app / "state"
     state.mkdir(parents=True)
-    env = {**os.environ, "BENCH_BOOTSTRAP": bootstrap, "BENCH_INPUT": source, "BENCH_OUTPUT": sink,
-           "BENCH_APP_ID": app, "BENCH_GUARANTEE": guarantee, "BENCH_STATE_DIR": str(state),
-           "BENCH_COMMIT_INTERVAL_MS": str(commit_ms), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "BENCH_BOOTSTRAP": bootstrap,
+        "BENCH_INPUT": source,
+        "BENCH_OUTPUT": sink,
+        "BENCH_APP_ID": app,
+        "BENCH_GUARANTEE": guarantee,
+        "BENCH_STATE_DIR": str(state),
+        "BENCH_COMMIT_INTERVAL_MS": str(commit_ms),
+        "PYTHONUNBUFFERED": "1",
+    }
     result = RunResult(system.name, guarantee)
     events = sum(truth.values())
     argv = system.command(guarantee, env)
@@ -325,16 +387,22 @@ def run_one(  # noqa: PLR0917 (one benchmark run has this many inputs)
         result.problems += check(truth, got)
     result.numbers = {
         "records_per_second": round(counted / span) if span > 0 else None,
-        "measured_records": counted, "measured_seconds": round(span, 2),
-        "end_to_end_seconds": round(last[0] - proc.started, 2), "startup_seconds": round(first[0] - proc.started, 2),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
-        "output_records": out_records, "changelog_records": changelog_records(bootstrap, admin, app),
+        "measured_records": counted,
+        "measured_seconds": round(span, 2),
+        "end_to_end_seconds": round(last[0] - proc.started, 2),
+        "startup_seconds": round(first[0] - proc.started, 2),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024),
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
+        "output_records": out_records,
+        "changelog_records": changelog_records(bootstrap, admin, app),
     }
     if result.problems or result.unfinished:
         return result
     result.ok = True
     try:
-        result.numbers.update(restore(system, guarantee, bootstrap, source, sink, truth, env, state, work, timeout))
+        result.numbers.update(
+            restore(system, guarantee, bootstrap, source, sink, truth, env, state, work, timeout)
+        )
     except RestoreFailed as exc:
         result.restore_problem = str(exc)
     return result
@@ -342,7 +410,9 @@ def run_one(  # noqa: PLR0917 (one benchmark run has this many inputs)
 
 def changelog_records(bootstrap: str, admin: AdminClient, app: str) -> int:
     """Records in the app's changelog topics (what a full restore has to read, before compaction)."""
-    topics = [t for t in admin.list_topics(timeout=10).topics if app in t and "changelog" in t]  # Quix: changelog__<app>--
+    topics = [
+        t for t in admin.list_topics(timeout=10).topics if app in t and "changelog" in t
+    ]  # Quix: changelog__<app>--
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
     try:
         total = 0
@@ -357,20 +427,37 @@ def changelog_records(bootstrap: str, admin: AdminClient, app: str) -> int:
 
 
 def restore(  # noqa: PLR0917
-    system: System, guarantee: str, bootstrap: str, source: str, sink: str, truth: Counter[str],
-    env: dict[str, str], state: Path, work: Path, timeout: float,
+    system: System,
+    guarantee: str,
+    bootstrap: str,
+    source: str,
+    sink: str,
+    truth: Counter[str],
+    env: dict[str, str],
+    state: Path,
+    work: Path,
+    timeout: float,
 ) -> dict[str, Any]:
     shutil.rmtree(state)
     state.mkdir()
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}",
-                         "isolation.level": "read_committed"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex}",
+            "isolation.level": "read_committed",
+        }
+    )
     try:
         start = end_offsets(consumer, sink)
     finally:
         consumer.close()
     users = sorted(truth)[:: max(1, len(truth) // MARKERS)][:MARKERS]
     want = {u: truth[u] + 1 for u in users}
-    produce(bootstrap, source, ((u.encode(), orjson.dumps({"user_id": u, "timestamp": 1778886400})) for u in users))
+    produce(
+        bootstrap,
+        source,
+        ((u.encode(), orjson.dumps({"user_id": u, "timestamp": 1778886400})) for u in users),
+    )
     log = work / f"{env['BENCH_APP_ID']}-restore.log"
     proc = Process(system.command(guarantee, env), env, log, system.cwd).start()
     deadline = time.monotonic() + timeout
@@ -408,9 +495,20 @@ class RestoreFailed(Exception):
 
 
 def table(results: list[RunResult], labels: dict[str, str]) -> str:
-    head = ("system", "guarantee", "records/s", "vs Baton", "peak RSS MB", "CPU s", "restore s",
-            "changelog records", "counts")
-    baton = {r.guarantee: r.numbers.get("records_per_second") for r in results if r.system == "baton" and r.ok}
+    head = (
+        "system",
+        "guarantee",
+        "records/s",
+        "vs Baton",
+        "peak RSS MB",
+        "CPU s",
+        "restore s",
+        "changelog records",
+        "counts",
+    )
+    baton = {
+        r.guarantee: r.numbers.get("records_per_second") for r in results if r.system == "baton" and r.ok
+    }
     rows = []
     for r in results:
         n = r.numbers
@@ -419,17 +517,31 @@ def table(results: list[RunResult], labels: dict[str, str]) -> str:
         ratio = f"{rate / baton[r.guarantee]:.2f}x" if timed and rate and baton.get(r.guarantee) else "-"
         restore = n.get("restore_seconds", "WRONG counts" if r.restore_problem else "-")
         verdict = "correct" if r.ok else r.unfinished if timed else "WRONG: " + "; ".join(r.problems)[:120]
-        rows.append((labels[r.system], r.guarantee, f"{rate:,}" if timed and rate else "-", ratio,
-                     f"{n['peak_rss_mb']:,}" if timed else "-", f"{n['cpu_seconds']}" if timed else "-",
-                     f"{restore}", f"{n['changelog_records']:,}" if timed else "-", verdict))
-    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i < 2 or i == 8 else "---:"
-                                                          for i in range(len(head))) + "|"]
+        rows.append(
+            (
+                labels[r.system],
+                r.guarantee,
+                f"{rate:,}" if timed and rate else "-",
+                ratio,
+                f"{n['peak_rss_mb']:,}" if timed else "-",
+                f"{n['cpu_seconds']}" if timed else "-",
+                f"{restore}",
+                f"{n['changelog_records']:,}" if timed else "-",
+                verdict,
+            )
+        )
+    out = [
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join("---" if i < 2 or i == 8 else "---:" for i in range(len(head))) + "|",
+    ]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(out)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:39092"))
     parser.add_argument("--events", type=int, default=2_000_000)
     parser.add_argument("--users", type=int, default=100_000)
@@ -437,22 +549,38 @@ def main() -> None:
     parser.add_argument("--guarantees", default=",".join(GUARANTEES))
     parser.add_argument("--eos-commit-ms", type=int, default=100)
     parser.add_argument("--alos-commit-ms", type=int, default=1000)
-    parser.add_argument("--timeout", type=float, default=1800,
-                        help="seconds one run may take; a slower system gets its rate so far and no verdict")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=1800,
+        help="seconds one run may take; a slower system gets its rate so far and no verdict",
+    )
     parser.add_argument("--json", type=Path, default=HERE / "results.json")
     parser.add_argument("--keep-logs", type=Path, help="copy the apps' logs here")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the runs already in --json (same input, commit intervals and versions) "
-                             "and run only the missing ones; the JSON is written after every run")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the runs already in --json (same input, commit intervals and versions) "
+        "and run only the missing ones; the JSON is written after every run",
+    )
     args = parser.parse_args()
     systems = [SYSTEMS[s] for s in args.systems.split(",")]
     guarantees = args.guarantees.split(",")
     for s in systems:  # install and build before anything is timed
-        s.command(guarantees[0], {"BENCH_BOOTSTRAP": args.bootstrap, "BENCH_APP_ID": "x", "BENCH_STATE_DIR": "x",
-                                  "BENCH_COMMIT_INTERVAL_MS": "0"})
+        s.command(
+            guarantees[0],
+            {
+                "BENCH_BOOTSTRAP": args.bootstrap,
+                "BENCH_APP_ID": "x",
+                "BENCH_STATE_DIR": "x",
+                "BENCH_COMMIT_INTERVAL_MS": "0",
+            },
+        )
     versions = {s.name: s.versions() for s in systems}
     settings = {
-        "events": args.events, "users": args.users, "partitions": PARTITIONS,
+        "events": args.events,
+        "users": args.users,
+        "partitions": PARTITIONS,
         "commit_interval_ms": {"exactly_once": args.eos_commit_ms, "at_least_once": args.alos_commit_ms},
     }
     results = resumed(args.json, settings, versions) if args.resume else []
@@ -464,8 +592,10 @@ def main() -> None:
     source = f"bench-peers-clicks-{uuid.uuid4().hex[:6]}"
     t0 = time.monotonic()
     truth = make_input(args.bootstrap, admin, source, args.events, args.users)
-    print(f"produced {args.events:,} clicks for {len(truth):,} users to {source} in {time.monotonic() - t0:.1f} s",
-          flush=True)
+    print(
+        f"produced {args.events:,} clicks for {len(truth):,} users to {source} in {time.monotonic() - t0:.1f} s",
+        flush=True,
+    )
     work = Path(tempfile.mkdtemp(prefix="baton-bench-peers-"))
     labels = {s.name: s.label for s in systems}
     try:
@@ -476,17 +606,25 @@ def main() -> None:
                 commit_ms = args.eos_commit_ms if guarantee == "exactly_once" else args.alos_commit_ms
                 r = run_one(s, guarantee, args.bootstrap, admin, source, truth, commit_ms, work, args.timeout)
                 results.append(r)
-                print(f"[{s.name} {guarantee}] {'ok' if r.ok else 'WRONG'} {r.numbers} {r.problems} "
-                      f"{r.restore_problem} {r.unfinished}", flush=True)
-                write_report(args.json, settings, versions, results, labels)  # an interrupted run can --resume
+                print(
+                    f"[{s.name} {guarantee}] {'ok' if r.ok else 'WRONG'} {r.numbers} {r.problems} "
+                    f"{r.restore_problem} {r.unfinished}",
+                    flush=True,
+                )
+                write_report(
+                    args.json, settings, versions, results, labels
+                )  # an interrupted run can --resume
     finally:
         if args.keep_logs:
             args.keep_logs.mkdir(parents=True, exist_ok=True)
             for log in work.glob("*.log"):
                 shutil.copy(log, args.keep_logs / log.name)
         shutil.rmtree(work, ignore_errors=True)
-        names = [t for t in admin.list_topics(timeout=10).topics
-                 if t == source or any(f"bench-{s.name}-" in t for s in systems)]
+        names = [
+            t
+            for t in admin.list_topics(timeout=10).topics
+            if t == source or any(f"bench-{s.name}-" in t for s in systems)
+        ]
         if names:
             for future in admin.delete_topics(names).values():
                 future.result(60)
@@ -501,28 +639,58 @@ def resumed(path: Path, settings: dict[str, Any], versions: dict[str, Any]) -> l
         return []
     report = json.loads(path.read_text())
     if {k: report.get(k) for k in settings} != settings:
-        sys.exit(f"--resume: {path} was measured with other settings ({ {k: report.get(k) for k in settings} })")
+        sys.exit(
+            f"--resume: {path} was measured with other settings ({ {k: report.get(k) for k in settings} })"
+        )
     for name, current in versions.items():
         if report["versions"].get(name, current) != current:
-            sys.exit(f"--resume: {name} is now {current}, {path} has {report['versions'][name]}; run without --resume")
+            sys.exit(
+                f"--resume: {name} is now {current}, {path} has {report['versions'][name]}; run without --resume"
+            )
     keys = ("system", "guarantee", "correct", "problems", "restore_problem", "unfinished")
-    return [RunResult(system=r["system"], guarantee=r["guarantee"], ok=r["correct"], problems=r["problems"],
-                      restore_problem=r["restore_problem"], unfinished=r["unfinished"],
-                      numbers={k: v for k, v in r.items() if k not in keys})
-            for r in report["results"] if r["system"] in versions]
+    return [
+        RunResult(
+            system=r["system"],
+            guarantee=r["guarantee"],
+            ok=r["correct"],
+            problems=r["problems"],
+            restore_problem=r["restore_problem"],
+            unfinished=r["unfinished"],
+            numbers={k: v for k, v in r.items() if k not in keys},
+        )
+        for r in report["results"]
+        if r["system"] in versions
+    ]
 
 
-def write_report(path: Path, settings: dict[str, Any], versions: dict[str, Any], results: list[RunResult],
-                 labels: dict[str, str]) -> str:
+def write_report(
+    path: Path,
+    settings: dict[str, Any],
+    versions: dict[str, Any],
+    results: list[RunResult],
+    labels: dict[str, str],
+) -> str:
     text = table(results, labels)
     report = {
         **settings,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30)},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30),
+        },
         "versions": versions,
-        "results": [{"system": r.system, "guarantee": r.guarantee, "correct": r.ok, "problems": r.problems,
-                     "restore_problem": r.restore_problem, "unfinished": r.unfinished, **r.numbers}
-                    for r in results],
+        "results": [
+            {
+                "system": r.system,
+                "guarantee": r.guarantee,
+                "correct": r.ok,
+                "problems": r.problems,
+                "restore_problem": r.restore_problem,
+                "unfinished": r.unfinished,
+                **r.numbers,
+            }
+            for r in results
+        ],
         "table": text,
     }
     path.write_text(json.dumps(report, indent=2) + "\n")

@@ -52,18 +52,23 @@ def python_for(peer: str) -> Path:
     venv.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     print(f"installing {' '.join(PACKAGES[peer])} into {venv}", file=sys.stderr, flush=True)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    *PACKAGES[peer]], check=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *PACKAGES[peer]],
+        check=True,
+    )
     marker.write_text(wanted)
     return python
 
 
 def versions(peer: str) -> dict[str, str]:
     """Installed versions of the peer's main packages, for the report."""
-    script = ("import importlib.metadata as m, json, sys; "
-              "print(json.dumps({n: m.version(n) for n in sys.argv[1:]}))")
-    out = subprocess.run([str(python_for(peer)), "-c", script, *REPORTED[peer]],
-                         check=True, capture_output=True, text=True).stdout
+    script = (
+        "import importlib.metadata as m, json, sys; "
+        "print(json.dumps({n: m.version(n) for n in sys.argv[1:]}))"
+    )
+    out = subprocess.run(
+        [str(python_for(peer)), "-c", script, *REPORTED[peer]], check=True, capture_output=True, text=True
+    ).stdout
     found: dict[str, str] = json.loads(out)
     found["python"] = f"{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}"
     return found

@@ -271,19 +271,24 @@ class Chaos:
                 code = operator.proc.poll() if operator.proc is not None else None
                 state = "running" if code is None else f"exited with {code}"
                 raise TimeoutError(
-                    f"{exc}\noperator {state}; its errors (last 5):\n" + "\n".join(errors or ["none"])
+                    f"{exc}\noperator {state}; its errors (last 5):\n"
+                    + "\n".join(errors or ["none"])
                     + f"\npod runner log (last 15 lines):\n{runner.tail(15)}"
                 ) from None
             finally:
                 # The operator deletes the app's internal topics (deletionPolicy DeleteTopics).
-                kubectl("delete", "sapp", APP, "-n", self.namespace, "--wait=true", "--timeout=90s", check=False)
+                kubectl(
+                    "delete", "sapp", APP, "-n", self.namespace, "--wait=true", "--timeout=90s", check=False
+                )
                 operator.kill(signal.SIGTERM)
 
     def _scenario(self, ctx: _Context, started: float) -> ChaosReport:
         cfg, kubectl = ctx.cfg, ctx.kubectl
         kubectl.apply(ctx.body)
         e2e.wait_app_ready(kubectl, ctx.namespace, APP, cfg.ready_timeout_s)
-        self.say(f"StreamApp {APP} (applicationId {ctx.application_id}) Ready after {time.monotonic() - started:.0f}s")
+        self.say(
+            f"StreamApp {APP} (applicationId {ctx.application_id}) Ready after {time.monotonic() - started:.0f}s"
+        )
         events = plan(cfg, ctx.rng)
         self.say(
             f"plan: faults {', '.join(k for k in events if k in FAULT_KINDS)} every {cfg.fault_interval_s:.0f}s; "
@@ -320,7 +325,9 @@ class Chaos:
             return final_counts == sent
 
         with contextlib.suppress(TimeoutError):
-            e2e.wait_until("the output to catch up with the input", caught_up, cfg.catch_up_timeout_s, every=2)
+            e2e.wait_until(
+                "the output to catch up with the input", caught_up, cfg.catch_up_timeout_s, every=2
+            )
         catch_up_s = time.monotonic() - caught
         outputs = [(r.key, r.value) for r in read_all(ctx.bootstrap, ctx.counts)]
         verdict = e2e.verdict(outputs, sent)
@@ -500,9 +507,14 @@ def _deploy(ctx: _Context) -> Event:
             restarted.append(_mid_deploy_restart(ctx, phase))
         return st.get("activeColor") == target and phase == "Stable" and _active_color(ctx) == target
 
-    e2e.wait_until(f"the operator to deploy {version} and flip to {target}", flipped, ctx.cfg.ready_timeout_s, every=1)
+    e2e.wait_until(
+        f"the operator to deploy {version} and flip to {target}", flipped, ctx.cfg.ready_timeout_s, every=1
+    )
     return Event(
-        "deploy", f"{VERSION_VAR}={version}", 0, detail=f"operator flipped {before} -> {target} ({' -> '.join(seen)})"
+        "deploy",
+        f"{VERSION_VAR}={version}",
+        0,
+        detail=f"operator flipped {before} -> {target} ({' -> '.join(seen)})",
     )
 
 
@@ -531,7 +543,9 @@ def _rollback(ctx: _Context) -> Event:
 
     def back() -> bool:
         st = _status(ctx)
-        return st.get("activeColor") == target and st.get("phase") == "Stable" and _active_color(ctx) == target
+        return (
+            st.get("activeColor") == target and st.get("phase") == "Stable" and _active_color(ctx) == target
+        )
 
     e2e.wait_until(f"the rollback to {target}", back, ctx.cfg.ready_timeout_s, every=1)
     return Event("rollback", APP, 0, detail=f"annotation {ANNOTATION_ROLLBACK}: {before} -> {target}")

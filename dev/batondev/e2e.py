@@ -128,7 +128,14 @@ class Operator:
         baton = Path(sys.executable).parent / "baton"
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [str(baton), "operator", "-n", self.namespace, "--peering-lifetime", str(self.peering_lifetime)],
+                [
+                    str(baton),
+                    "operator",
+                    "-n",
+                    self.namespace,
+                    "--peering-lifetime",
+                    str(self.peering_lifetime),
+                ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -202,7 +209,11 @@ def click_counter_app(
     spec["state"] = {"store": "rocksdb", "size": "256Mi"}
     # A short grace: a deleted Pod's worker commits and leaves at once on SIGTERM anyway.
     spec["worker"] = {"writeCache": write_cache, "shutdownGraceSeconds": 10}
-    spec["upgrade"] = {**spec.get("upgrade", {}), "promotionStableSeconds": 5, "standbyUpgradeDelaySeconds": 30}
+    spec["upgrade"] = {
+        **spec.get("upgrade", {}),
+        "promotionStableSeconds": 5,
+        "standbyUpgradeDelaySeconds": 30,
+    }
     spec["deletionPolicy"] = "DeleteTopics"  # the app's internal topics go with it
     spec["podTemplate"] = {
         **spec.get("podTemplate", {}),
@@ -242,7 +253,9 @@ def condition(body: dict[str, Any], kind: str) -> dict[str, Any]:
 def is_ready(body: dict[str, Any]) -> bool:
     """Ready=True for the current generation (a Ready left over from the last spec does not count)."""
     cond = condition(body, "Ready")
-    return cond.get("status") == "True" and cond.get("observedGeneration") == body["metadata"].get("generation")
+    return cond.get("status") == "True" and cond.get("observedGeneration") == body["metadata"].get(
+        "generation"
+    )
 
 
 def wait_app_ready(kubectl: Kubectl, namespace: str, name: str, timeout: float) -> dict[str, Any]:
@@ -250,7 +263,7 @@ def wait_app_ready(kubectl: Kubectl, namespace: str, name: str, timeout: float) 
     try:
         return wait_until(
             f"StreamApp {name} Ready",
-            lambda: (b if is_ready(b := app_object(kubectl, namespace, name)) else None),
+            lambda: b if is_ready(b := app_object(kubectl, namespace, name)) else None,
             timeout,
             every=1.0,
         )

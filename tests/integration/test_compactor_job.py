@@ -49,23 +49,37 @@ def spark() -> Iterator[Any]:
 
 
 def _clicks(start: int, n: int, users: int) -> list[tuple[bytes, bytes]]:
-    return [(f"u{i % users}".encode(), orjson.dumps({"user_id": f"u{i % users}", "timestamp": i}))
-            for i in range(start, start + n)]
+    return [
+        (f"u{i % users}".encode(), orjson.dumps({"user_id": f"u{i % users}", "timestamp": i}))
+        for i in range(start, start + n)
+    ]
 
 
 class App:
     """One application id of the click counter on a clicks topic, with helpers to feed it and read its state."""
 
     def __init__(self, bootstrap: str, app_id: str, clicks: str, counts: str, tmp: Path) -> None:
-        self.bootstrap, self.app_id, self.clicks, self.counts, self.tmp = bootstrap, app_id, clicks, counts, tmp
+        self.bootstrap, self.app_id, self.clicks, self.counts, self.tmp = (
+            bootstrap,
+            app_id,
+            clicks,
+            counts,
+            tmp,
+        )
         self.expected: Counter[str] = Counter()
         self.changelog = f"{app_id}-{STORE}-changelog"
 
     def worker(self, state: str, env: dict[str, str] | None = None) -> WorkerProcess:
-        return WorkerProcess(EXAMPLE, bootstrap=self.bootstrap, application_id=self.app_id,
-                             state_dir=self.tmp / state, log_path=self.tmp / f"{self.app_id}-{state}.log",
-                             instance_id="w", extra_args=["--no-write-cache"],
-                             env={"CLICKS_TOPIC": self.clicks, "COUNTS_TOPIC": self.counts, **(env or {})})
+        return WorkerProcess(
+            EXAMPLE,
+            bootstrap=self.bootstrap,
+            application_id=self.app_id,
+            state_dir=self.tmp / state,
+            log_path=self.tmp / f"{self.app_id}-{state}.log",
+            instance_id="w",
+            extra_args=["--no-write-cache"],
+            env={"CLICKS_TOPIC": self.clicks, "COUNTS_TOPIC": self.counts, **(env or {})},
+        )
 
     def feed(self, start: int, n: int, users: int, *, produce_input: bool = True) -> None:
         batch = _clicks(start, n, users)
@@ -75,8 +89,11 @@ class App:
         wait_for(lambda: self.sink() == dict(self.expected), 90, f"{self.app_id}: counts never matched", 1)
 
     def sink(self) -> dict[str, int]:
-        return {k.decode(): int(v) for k, v in latest_by_key(read_all(self.bootstrap, self.counts)).items()
-                if k is not None and v is not None}
+        return {
+            k.decode(): int(v)
+            for k, v in latest_by_key(read_all(self.bootstrap, self.counts)).items()
+            if k is not None and v is not None
+        }
 
     def store(self, state: str, partition: int) -> tuple[dict[bytes, bytes], int | None]:
         """A stopped worker's RocksDB store of one partition: content and checkpoint."""
@@ -87,8 +104,9 @@ class App:
             db.close()
 
 
-def _app(kafka_bootstrap: str, new_topic: Callable[..., str], app_id: str, tmp: Path,
-         clicks: str | None = None) -> App:
+def _app(
+    kafka_bootstrap: str, new_topic: Callable[..., str], app_id: str, tmp: Path, clicks: str | None = None
+) -> App:
     clicks = clicks or new_topic(PARTITIONS, name=f"{app_id}-clicks")
     return App(kafka_bootstrap, app_id, clicks, new_topic(PARTITIONS, name=f"{app_id}-counts"), tmp)
 
@@ -115,7 +133,9 @@ def test_snapshot_equals_the_store_at_the_covered_offset(
         store, checkpoint = app.store("a", p)
         assert checkpoint is not None and checkpoint <= snap.end_offset
         # the store reflects the changelog up to its checkpoint; nothing was committed between it and the end
-        assert not [r for r in read_all(kafka_bootstrap, app.changelog, start={p: checkpoint}) if r.partition == p]
+        assert not [
+            r for r in read_all(kafka_bootstrap, app.changelog, start={p: checkpoint}) if r.partition == p
+        ]
         assert content == store, f"partition {p}"
         # and a plain consumer's replay of [0, end_offset) agrees
         replay = latest_by_key(r for r in changelog if r.partition == p and r.offset < snap.end_offset)
@@ -123,14 +143,19 @@ def test_snapshot_equals_the_store_at_the_covered_offset(
         assert snap.records == len(content)
 
     # nothing new: no new snapshot; new input: one more per partition, and only `keep` are kept
-    assert run(spark, JobConfig(kafka_bootstrap, [app.app_id], root, keep=2))["summary"]["snapshots_written"] == 0
+    assert (
+        run(spark, JobConfig(kafka_bootstrap, [app.app_id], root, keep=2))["summary"]["snapshots_written"]
+        == 0
+    )
     for round_ in (1, 2):
         w.start()
         w.wait_ready()
         app.feed(3000 * round_, 400, 97)
         assert w.stop() == 0
-        assert run(spark, JobConfig(kafka_bootstrap, [app.app_id], root, keep=2))["summary"]["snapshots_written"] \
+        assert (
+            run(spark, JobConfig(kafka_bootstrap, [app.app_id], root, keep=2))["summary"]["snapshots_written"]
             == PARTITIONS
+        )
     for p in range(PARTITIONS):
         kept = snapshot.snapshots(root, app.app_id, STORE, p)
         assert len(kept) == 2
@@ -174,8 +199,15 @@ def test_restore_from_a_snapshot_reads_fewer_records_and_ends_identical(
 
 
 def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app(  # noqa: PLR0917
-    spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch, kube: Kube, kubectl: KubectlFn, namespace: str
+    spark: Any,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    unique_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    kube: Kube,
+    kubectl: KubectlFn,
+    namespace: str,
 ) -> None:
     clicks = new_topic(PARTITIONS, name=f"{unique_name}-clicks")
     blue = _app(kafka_bootstrap, new_topic, f"{unique_name}-blue", tmp_path, clicks)
@@ -197,20 +229,42 @@ def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app( 
     body = get_json(kubectl, "sapp", "click-counter", "-n", namespace)
     for obj in compactor_identity(body):
         apply(kubectl, obj)
-    monkeypatch.setenv("KUBECONFIG", str(service_account_kubeconfig(
-        kubectl, kube, namespace, compactor_name(body), tmp_path / "compactor.kubeconfig")))
-    args = ["--application-id", blue.app_id, "--application-id", green.app_id, "--snapshot-store", root,
-            "--bootstrap-servers", kafka_bootstrap, "--topology", EXAMPLE, "--fail-on-findings",
-            "--streamapp", f"{namespace}/click-counter"]
+    monkeypatch.setenv(
+        "KUBECONFIG",
+        str(
+            service_account_kubeconfig(
+                kubectl, kube, namespace, compactor_name(body), tmp_path / "compactor.kubeconfig"
+            )
+        ),
+    )
+    args = [
+        "--application-id",
+        blue.app_id,
+        "--application-id",
+        green.app_id,
+        "--snapshot-store",
+        root,
+        "--bootstrap-servers",
+        kafka_bootstrap,
+        "--topology",
+        EXAMPLE,
+        "--fail-on-findings",
+        "--streamapp",
+        f"{namespace}/click-counter",
+    ]
 
     def audit(expect_exit: int) -> dict[str, Any]:
         result = CliRunner().invoke(compact, args, catch_exceptions=False)
         assert result.exit_code == expect_exit, result.output
-        report: dict[str, Any] = orjson.loads((Path(root) / blue.app_id / "_audit" / "latest.json").read_bytes())
+        report: dict[str, Any] = orjson.loads(
+            (Path(root) / blue.app_id / "_audit" / "latest.json").read_bytes()
+        )
         return report
 
     def status() -> dict[str, Any]:
-        summary: dict[str, Any] = get_json(kubectl, "sapp", "click-counter", "-n", namespace)["status"]["compaction"]
+        summary: dict[str, Any] = get_json(kubectl, "sapp", "click-counter", "-n", namespace)["status"][
+            "compaction"
+        ]
         return summary
 
     clean = audit(0)
@@ -223,7 +277,7 @@ def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app( 
     assert clean["audits"]["colors"][unique_name]["stores"][STORE]["compared"] == 40
     for app_id in (blue.app_id, green.app_id):
         assert clean["audits"]["recompute"]["apps"][app_id]["subtopologies"]["0"]["compared"] == 40
-    assert 'baton_audit_findings' in (Path(root) / blue.app_id / "_audit" / "metrics.prom").read_text()
+    assert "baton_audit_findings" in (Path(root) / blue.app_id / "_audit" / "metrics.prom").read_text()
 
     # a changelog record that does not follow from the input, and a changelog without compaction
     victim = read_all(kafka_bootstrap, blue.changelog)[0]
@@ -238,25 +292,47 @@ def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app( 
     assert kinds == {"divergence-recompute": 1, "divergence-colors": 1}, flagged["findings"]
     # the broker's default segment settings (1 GiB, 7 days) are flagged too
     assert {f["kind"] for f in flagged["findings"] if f["topic"] == legacy} == {
-        "cleanup-policy", "segment-bytes", "segment-ms"}
+        "cleanup-policy",
+        "segment-bytes",
+        "segment-ms",
+    }
     recompute = next(f for f in flagged["findings"] if f["kind"] == "divergence-recompute")
     assert recompute["details"]["different"] == 1
     assert victim.key is not None
     user = victim.key.decode()
-    assert recompute["details"]["samples"] == [{"key": user, "expected": str(blue.expected[user]),
-                                                "actual": "999999"}]
+    assert recompute["details"]["samples"] == [
+        {"key": user, "expected": str(blue.expected[user]), "actual": "999999"}
+    ]
     colors = next(f for f in flagged["findings"] if f["kind"] == "divergence-colors")
     assert colors["details"]["different"] == 1 and colors["topic"] == STORE
     summary = status()
     assert summary["findings"] == len(flagged["findings"]) == 5
-    assert summary["findingKinds"] == ["cleanup-policy", "divergence-colors", "divergence-recompute",
-                                       "segment-bytes", "segment-ms"]
+    assert summary["findingKinds"] == [
+        "cleanup-policy",
+        "divergence-colors",
+        "divergence-recompute",
+        "segment-bytes",
+        "segment-ms",
+    ]
     # The job's identity reaches this app's status and nothing else.
     who = f"--as=system:serviceaccount:{namespace}:{compactor_name(body)}"
-    can = kubectl("auth", "can-i", "patch", "streamapps.baton.dev/click-counter", "--subresource=status",
-                  "-n", namespace, who, check=False)
+    can = kubectl(
+        "auth",
+        "can-i",
+        "patch",
+        "streamapps.baton.dev/click-counter",
+        "--subresource=status",
+        "-n",
+        namespace,
+        who,
+        check=False,
+    )
     assert can.stdout.strip() == "yes", can.stdout + can.stderr
-    for other in (["patch", "streamapps.baton.dev/other", "--subresource=status"],
-                  ["patch", "streamapps.baton.dev/click-counter"], ["get", "secrets"], ["create", "pods"]):
+    for other in (
+        ["patch", "streamapps.baton.dev/other", "--subresource=status"],
+        ["patch", "streamapps.baton.dev/click-counter"],
+        ["get", "secrets"],
+        ["create", "pods"],
+    ):
         cannot = kubectl("auth", "can-i", *other, "-n", namespace, who, check=False)
         assert cannot.stdout.strip() == "no", (other, cannot.stdout)

@@ -41,13 +41,26 @@ def test_click_counter_100k_events_two_workers_exact(
     records, expected = clicks(100_000, users=1000, seed=1)
     env = {"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink}
     workers = [
-        WorkerProcess(EXAMPLE, bootstrap=kafka_bootstrap, application_id=unique_name, state_dir=tmp_path / f"s{i}",
-                      log_path=tmp_path / f"w{i}.log", instance_id=f"w{i}", env=env).start()
+        WorkerProcess(
+            EXAMPLE,
+            bootstrap=kafka_bootstrap,
+            application_id=unique_name,
+            state_dir=tmp_path / f"s{i}",
+            log_path=tmp_path / f"w{i}.log",
+            instance_id=f"w{i}",
+            env=env,
+        ).start()
         for i in range(2)
     ]
     # both in the group, four tasks each, before the input arrives (one worker alone would take ~1 s for all)
-    wait_for(lambda: all(w.alive and w.http("/readyz")[0] == 200 and w.metric("baton_tasks") == 4
-                         for w in workers), 60, "the two workers never split the 8 partitions", interval=0.5)
+    wait_for(
+        lambda: all(
+            w.alive and w.http("/readyz")[0] == 200 and w.metric("baton_tasks") == 4 for w in workers
+        ),
+        60,
+        "the two workers never split the 8 partitions",
+        interval=0.5,
+    )
     produce(kafka_bootstrap, source, records)
     wait_for(lambda: counts_match(kafka_bootstrap, sink, expected), 120, "counts never matched", interval=2)
     processed = sum(w.metric("baton_records_consumed_total") for w in workers)

@@ -34,17 +34,34 @@ def _records(seed: int) -> tuple[list[tuple[bytes, bytes]], Counter[str]]:
     return out, expected
 
 
-def _run_with_kills(*, bootstrap: str, source: str, sink: str, app: str, tmp_path: Path, guarantee: str,
-                    expected: Counter[str], records: list[tuple[bytes, bytes]]) -> dict[str, list[int]]:
+def _run_with_kills(
+    *,
+    bootstrap: str,
+    source: str,
+    sink: str,
+    app: str,
+    tmp_path: Path,
+    guarantee: str,
+    expected: Counter[str],
+    records: list[tuple[bytes, bytes]],
+) -> dict[str, list[int]]:
     env = {"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink}
     workers = [
-        WorkerProcess(EXAMPLE, bootstrap=bootstrap, application_id=app, state_dir=tmp_path / f"s{i}",
-                      log_path=tmp_path / f"w{i}.log", instance_id=f"w{i}", guarantee=guarantee, env=env,
-                      extra_args=["--commit-interval-ms", "200", "-X", "session.timeout.ms=6000"]).start()
+        WorkerProcess(
+            EXAMPLE,
+            bootstrap=bootstrap,
+            application_id=app,
+            state_dir=tmp_path / f"s{i}",
+            log_path=tmp_path / f"w{i}.log",
+            instance_id=f"w{i}",
+            guarantee=guarantee,
+            env=env,
+            extra_args=["--commit-interval-ms", "200", "-X", "session.timeout.ms=6000"],
+        ).start()
         for i in range(2)
     ]
     # input keeps arriving while workers die: kills land mid-batch, mid-commit, mid-restore
-    chunks = [records[i:i + 2000] for i in range(0, len(records), 2000)]
+    chunks = [records[i : i + 2000] for i in range(0, len(records), 2000)]
 
     def feed() -> None:
         for chunk in chunks:
@@ -71,8 +88,11 @@ def _run_with_kills(*, bootstrap: str, source: str, sink: str, app: str, tmp_pat
                 assert r.key is not None and r.value is not None
                 seq.setdefault(r.key.decode(), []).append(int(r.value))
             last = {k: v[-1] for k, v in seq.items()}
-            done = last == dict(expected) if guarantee == "exactly_once_v2" else (
-                set(last) == set(expected) and all(last[k] >= n for k, n in expected.items()))
+            done = (
+                last == dict(expected)
+                if guarantee == "exactly_once_v2"
+                else (set(last) == set(expected) and all(last[k] >= n for k, n in expected.items()))
+            )
             return seq if done else None
 
         result = wait_for(final, 180, "output never converged", interval=2)
@@ -90,11 +110,21 @@ def test_exactly_once_survives_sigkills(
     source = new_topic(8, name=f"{unique_name}-clicks")
     sink = new_topic(8, name=f"{unique_name}-counts")
     records, expected = _records(seed=3)
-    sequences = _run_with_kills(bootstrap=kafka_bootstrap, source=source, sink=sink, app=unique_name,
-                                tmp_path=tmp_path, guarantee="exactly_once_v2", expected=expected, records=records)
+    sequences = _run_with_kills(
+        bootstrap=kafka_bootstrap,
+        source=source,
+        sink=sink,
+        app=unique_name,
+        tmp_path=tmp_path,
+        guarantee="exactly_once_v2",
+        expected=expected,
+        records=records,
+    )
     assert {k: v[-1] for k, v in sequences.items()} == dict(expected)
     for user, counts in sequences.items():  # read_committed output: no count ever repeats or goes backwards
-        assert all(a < b for a, b in itertools.pairwise(counts)), f"{user} repeated or went backwards: {counts}"
+        assert all(a < b for a, b in itertools.pairwise(counts)), (
+            f"{user} repeated or went backwards: {counts}"
+        )
 
 
 def test_at_least_once_loses_nothing_under_sigkills(
@@ -103,7 +133,15 @@ def test_at_least_once_loses_nothing_under_sigkills(
     source = new_topic(8, name=f"{unique_name}-clicks")
     sink = new_topic(8, name=f"{unique_name}-counts")
     records, expected = _records(seed=4)
-    sequences = _run_with_kills(bootstrap=kafka_bootstrap, source=source, sink=sink, app=unique_name,
-                                tmp_path=tmp_path, guarantee="at_least_once", expected=expected, records=records)
+    sequences = _run_with_kills(
+        bootstrap=kafka_bootstrap,
+        source=source,
+        sink=sink,
+        app=unique_name,
+        tmp_path=tmp_path,
+        guarantee="at_least_once",
+        expected=expected,
+        records=records,
+    )
     final = {k: v[-1] for k, v in sequences.items()}
     assert all(final[user] >= n for user, n in expected.items())

@@ -45,9 +45,16 @@ def test_bad_records_go_to_the_dlq_with_headers_and_processing_continues(
     sink = new_topic(4, name=f"{unique_name}-counts")
     records, expected, injected = _input()
     produce(kafka_bootstrap, source, records)
-    w = WorkerProcess(EXAMPLE, bootstrap=kafka_bootstrap, application_id=unique_name, state_dir=tmp_path / "s",
-                      log_path=tmp_path / "w.log", env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink}).start()
+    w = WorkerProcess(
+        EXAMPLE,
+        bootstrap=kafka_bootstrap,
+        application_id=unique_name,
+        state_dir=tmp_path / "s",
+        log_path=tmp_path / "w.log",
+        env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
+    ).start()
     try:
+
         def counted() -> bool:
             latest = latest_by_key(read_all(kafka_bootstrap, sink))
             return {k.decode(): int(v) for k, v in latest.items() if k and v} == dict(expected)
@@ -59,7 +66,10 @@ def test_bad_records_go_to_the_dlq_with_headers_and_processing_continues(
         inputs = {(r.partition, r.offset): r.value for r in read_all(kafka_bootstrap, source)}
         for r in dead:
             assert r.headers["baton.source.topic"] == source.encode()
-            partition, offset = int(r.headers["baton.source.partition"]), int(r.headers["baton.source.offset"])
+            partition, offset = (
+                int(r.headers["baton.source.partition"]),
+                int(r.headers["baton.source.offset"]),
+            )
             assert inputs[(partition, offset)] == r.value  # the headers point at the very record
             assert r.headers["baton.error.stage"] == b"deserialize"
             assert b"SerdeError" in r.headers["baton.error"]
@@ -73,10 +83,18 @@ def test_fail_handler_stops_the_worker_on_a_bad_record(
 ) -> None:
     source = new_topic(1, name=f"{unique_name}-clicks")
     sink = new_topic(1, name=f"{unique_name}-counts")
-    produce(kafka_bootstrap, source, [(b"u1", orjson.dumps({"user_id": "u1", "timestamp": 1})), (b"u1", b"{oops")])
-    w = WorkerProcess(EXAMPLE, bootstrap=kafka_bootstrap, application_id=unique_name, state_dir=tmp_path / "s",
-                      log_path=tmp_path / "w.log", env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
-                      extra_args=["--error-handler", "fail"]).start()
+    produce(
+        kafka_bootstrap, source, [(b"u1", orjson.dumps({"user_id": "u1", "timestamp": 1})), (b"u1", b"{oops")]
+    )
+    w = WorkerProcess(
+        EXAMPLE,
+        bootstrap=kafka_bootstrap,
+        application_id=unique_name,
+        state_dir=tmp_path / "s",
+        log_path=tmp_path / "w.log",
+        env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
+        extra_args=["--error-handler", "fail"],
+    ).start()
     assert w.wait(60) == 1
     assert any(line.get("msg") == "worker failed" for line in w.logs())
     assert read_all(kafka_bootstrap, sink) == []  # the transaction holding the good record was aborted

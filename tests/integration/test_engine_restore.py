@@ -18,13 +18,18 @@ EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "click_counter.
 
 
 def _batch(start: int, n: int, users: int) -> list[tuple[bytes, bytes]]:
-    return [(f"u{i % users}".encode(), orjson.dumps({"user_id": f"u{i % users}", "timestamp": i}))
-            for i in range(start, start + n)]
+    return [
+        (f"u{i % users}".encode(), orjson.dumps({"user_id": f"u{i % users}", "timestamp": i}))
+        for i in range(start, start + n)
+    ]
 
 
 def _counts(bootstrap: str, topic: str) -> dict[str, int]:
-    return {k.decode(): int(v) for k, v in latest_by_key(read_all(bootstrap, topic)).items()
-            if k is not None and v is not None}
+    return {
+        k.decode(): int(v)
+        for k, v in latest_by_key(read_all(bootstrap, topic)).items()
+        if k is not None and v is not None
+    }
 
 
 def test_restore_replays_only_the_tail_and_everything_after_a_wipe(
@@ -37,15 +42,24 @@ def test_restore_replays_only_the_tail_and_everything_after_a_wipe(
     expected: Counter[str] = Counter()
 
     def worker(state: str, log: str) -> WorkerProcess:
-        return WorkerProcess(EXAMPLE, bootstrap=kafka_bootstrap, application_id=unique_name,
-                             state_dir=tmp_path / state, log_path=tmp_path / log, instance_id="w", env=env,
-                             extra_args=["--no-write-cache"])
+        return WorkerProcess(
+            EXAMPLE,
+            bootstrap=kafka_bootstrap,
+            application_id=unique_name,
+            state_dir=tmp_path / state,
+            log_path=tmp_path / log,
+            instance_id="w",
+            env=env,
+            extra_args=["--no-write-cache"],
+        )
 
     def restored(w: WorkerProcess, want: int) -> int:
         """Records restored once the worker has its partitions: with static membership the first
         assignment after a restart can be empty (ready, no tasks yet), so readiness alone is not it."""
         w.wait_ready()
-        wait_for(lambda: w.restored() >= want, 60, f"{w.log_path.name}: restored {w.restored()} of {want}", 0.2)
+        wait_for(
+            lambda: w.restored() >= want, 60, f"{w.log_path.name}: restored {w.restored()} of {want}", 0.2
+        )
         return w.restored()
 
     def run_batch(w: WorkerProcess, start: int, n: int, users: int) -> None:

@@ -14,7 +14,7 @@ from baton.worker.testing import WorkerProcess, produce, read_all, wait_for
 
 pytestmark = pytest.mark.integration
 
-TOPOLOGY = '''
+TOPOLOGY = """
 import os
 from baton.worker import JSON, STR, Topology, hopping, tumbling
 
@@ -24,7 +24,7 @@ clicks = topology.stream(os.environ["IN"], key=STR, value=JSON)
     .map(lambda w, n: (f"t:{w.key}@{w.start}", n)).to(os.environ["OUT"], key=STR, value=JSON))
 (clicks.group_by_key().windowed_by(hopping(10_000, 5_000)).count(store="hopping").to_stream()
     .map(lambda w, n: (f"h:{w.key}@{w.start}", n)).to(os.environ["OUT"], key=STR, value=JSON))
-'''
+"""
 
 
 def _expected(events: list[tuple[str, int]]) -> Counter[str]:
@@ -45,16 +45,26 @@ def test_windowed_count_replayed_from_the_start_gives_the_same_output(
     module.write_text(TOPOLOGY)
     rng = random.Random(11)
     events = [(f"u{rng.randrange(20)}", rng.randrange(0, 120_000)) for _ in range(4000)]  # out of order
-    produce(kafka_bootstrap, source,
-            [(u.encode(), orjson.dumps({"user_id": u, "timestamp": ts}), ts) for u, ts in events])
+    produce(
+        kafka_bootstrap,
+        source,
+        [(u.encode(), orjson.dumps({"user_id": u, "timestamp": ts}), ts) for u, ts in events],
+    )
     expected = _expected(events)
 
     def run(run_id: str) -> dict[str, list[int]]:
         out = new_topic(4, name=f"{unique_name}-out{run_id}")
-        w = WorkerProcess(str(module), bootstrap=kafka_bootstrap, application_id=f"{unique_name}-{run_id}",
-                          state_dir=tmp_path / run_id, log_path=tmp_path / f"{run_id}.log",
-                          env={"IN": source, "OUT": out}, extra_args=["--no-write-cache"]).start()
+        w = WorkerProcess(
+            str(module),
+            bootstrap=kafka_bootstrap,
+            application_id=f"{unique_name}-{run_id}",
+            state_dir=tmp_path / run_id,
+            log_path=tmp_path / f"{run_id}.log",
+            env={"IN": source, "OUT": out},
+            extra_args=["--no-write-cache"],
+        ).start()
         try:
+
             def sequences() -> dict[str, list[int]] | None:
                 seq: dict[str, list[int]] = {}
                 for r in read_all(kafka_bootstrap, out):

@@ -43,14 +43,28 @@ def test_counts_stay_exact_across_kills_with_standbys(
         records.append((user.encode(), orjson.dumps({"user_id": user, "timestamp": i})))
         expected[user] += 1
     workers = [
-        WorkerProcess(EXAMPLE, bootstrap=kafka_bootstrap, application_id=unique_name, state_dir=tmp_path / f"s{i}",
-                      log_path=tmp_path / f"w{i}.log", instance_id=f"w{i}", env=env,
-                      extra_args=["--num-standby-replicas", "1", "--commit-interval-ms", "200",
-                                  "-X", f"consumer.session.timeout.ms={SESSION_MS}",
-                                  "-X", "consumer.heartbeat.interval.ms=1000"]).start()
+        WorkerProcess(
+            EXAMPLE,
+            bootstrap=kafka_bootstrap,
+            application_id=unique_name,
+            state_dir=tmp_path / f"s{i}",
+            log_path=tmp_path / f"w{i}.log",
+            instance_id=f"w{i}",
+            env=env,
+            extra_args=[
+                "--num-standby-replicas",
+                "1",
+                "--commit-interval-ms",
+                "200",
+                "-X",
+                f"consumer.session.timeout.ms={SESSION_MS}",
+                "-X",
+                "consumer.heartbeat.interval.ms=1000",
+            ],
+        ).start()
         for i in range(3)
     ]
-    chunks = [records[i:i + 1000] for i in range(0, len(records), 1000)]
+    chunks = [records[i : i + 1000] for i in range(0, len(records), 1000)]
 
     def feed() -> None:
         for chunk in chunks:
@@ -81,8 +95,12 @@ def test_counts_stay_exact_across_kills_with_standbys(
 
         sequences = wait_for(final, 180, "counts never became exact", interval=2)
         for user, counts in sequences.items():  # read_committed output: no count repeats or goes backwards
-            assert all(a < b for a, b in itertools.pairwise(counts)), f"{user} repeated or went backwards: {counts}"
-        promoted = sum(1 for w in workers for x in w.logs(current_run_only=False) if x.get("msg") == "standby promoted")
+            assert all(a < b for a, b in itertools.pairwise(counts)), (
+                f"{user} repeated or went backwards: {counts}"
+            )
+        promoted = sum(
+            1 for w in workers for x in w.logs(current_run_only=False) if x.get("msg") == "standby promoted"
+        )
         assert promoted >= 1, "no task was ever promoted from a standby"
     finally:
         for w in workers:

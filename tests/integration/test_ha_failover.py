@@ -39,12 +39,19 @@ from baton.worker.testing import WorkerProcess, end_offsets, group_committed, pr
 pytestmark = pytest.mark.integration
 
 
-
-@pytest.mark.parametrize(("members", "standbys", "partitions", "keys"),
-                         [(3, 1, 8, 200_000), (3, 0, 8, 200_000), (6, 1, 12, 60_000)])
+@pytest.mark.parametrize(
+    ("members", "standbys", "partitions", "keys"),
+    [(3, 1, 8, 200_000), (3, 0, 8, 200_000), (6, 1, 12, 60_000)],
+)
 def test_failover_restores_the_tail_with_a_standby_and_everything_without(  # noqa: PLR0917
-    members: int, standbys: int, partitions: int, keys: int,
-    kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+    members: int,
+    standbys: int,
+    partitions: int,
+    keys: int,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    unique_name: str,
+    tmp_path: Path,
 ) -> None:
     PARTITIONS, KEYS = partitions, keys  # noqa: N806
     source = new_topic(PARTITIONS, name=f"{unique_name}-clicks")
@@ -74,11 +81,15 @@ def test_failover_restores_the_tail_with_a_standby_and_everything_without(  # no
     try:
         for w in workers.values():
             w.wait_ready(60)
-        wait_for(lambda: describe(kafka_bootstrap, unique_name, expect_members=members), 60, "group not stable")
+        wait_for(
+            lambda: describe(kafka_bootstrap, unique_name, expect_members=members), 60, "group not stable"
+        )
         produce(kafka_bootstrap, source, clicks(0, KEYS))
         ends = end_offsets(kafka_bootstrap, source)
         wait_for(
-            lambda: group_committed(kafka_bootstrap, unique_name, source, PARTITIONS) == ends, 120, "input not committed",
+            lambda: group_committed(kafka_bootstrap, unique_name, source, PARTITIONS) == ends,
+            120,
+            "input not committed",
             0.5,
         )
 
@@ -164,7 +175,9 @@ def test_failover_restores_the_tail_with_a_standby_and_everything_without(  # no
                 assert restored == tail, (partition, start, end, restored, tail, full)
                 assert start > 0 or restored == full, (partition, start, end, restored, full)
         if standbys:
-            assert promoted == len(moved), f"{promoted} of {len(moved)} moved tasks were promoted from a standby"
+            assert promoted == len(moved), (
+                f"{promoted} of {len(moved)} moved tasks were promoted from a standby"
+            )
             starts = {n: labelled_metric(w, "baton_task_starts_total") for n, w in survivors.items()}
             assert sum(v.get('{kind="promoted"}', 0) for v in starts.values()) >= len(moved), starts
         # nothing counted twice or lost: one count per key, the late keys counted once

@@ -24,8 +24,12 @@ pytestmark = pytest.mark.integration
 
 
 def _rebalance_lines(w: WorkerProcess) -> int:
-    return sum(1 for x in w.logs() if str(x.get("msg", "")).startswith("rebalance:")
-               or x.get("msg") in ("partitions lost", "assignment received"))
+    return sum(
+        1
+        for x in w.logs()
+        if str(x.get("msg", "")).startswith("rebalance:")
+        or x.get("msg") in ("partitions lost", "assignment received")
+    )
 
 
 def _assigned(w: WorkerProcess) -> list[int]:
@@ -44,10 +48,22 @@ def test_restart_within_the_session_timeout_moves_nothing(
     env = {"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink}
     workers = {
         f"w{i}": WorkerProcess(
-            EXAMPLE, bootstrap=kafka_bootstrap, application_id=unique_name, state_dir=tmp_path / f"s{i}",
-            log_path=tmp_path / f"w{i}.log", instance_id=f"w{i}", env=env,
-            extra_args=["--num-standby-replicas", "1", "-X", "consumer.session.timeout.ms=30000",
-                        "-X", "consumer.heartbeat.interval.ms=1000"]).start()
+            EXAMPLE,
+            bootstrap=kafka_bootstrap,
+            application_id=unique_name,
+            state_dir=tmp_path / f"s{i}",
+            log_path=tmp_path / f"w{i}.log",
+            instance_id=f"w{i}",
+            env=env,
+            extra_args=[
+                "--num-standby-replicas",
+                "1",
+                "-X",
+                "consumer.session.timeout.ms=30000",
+                "-X",
+                "consumer.heartbeat.interval.ms=1000",
+            ],
+        ).start()
         for i in range(3)
     }
     expected: Counter[str] = Counter()
@@ -59,15 +75,21 @@ def test_restart_within_the_session_timeout_moves_nothing(
         produce(kafka_bootstrap, source, batch)
 
     def counts_match() -> bool:
-        got = {k.decode(): int(v) for k, v in latest_by_key(read_all(kafka_bootstrap, sink)).items() if k and v}
+        got = {
+            k.decode(): int(v) for k, v in latest_by_key(read_all(kafka_bootstrap, sink)).items() if k and v
+        }
         return got == dict(expected)
 
     try:
         for w in workers.values():
             w.wait_ready(60)
-        members = wait_for(lambda: describe(kafka_bootstrap, unique_name, expect_members=3), 60, "group unstable")
+        members = wait_for(
+            lambda: describe(kafka_bootstrap, unique_name, expect_members=3), 60, "group unstable"
+        )
         owned = owned_tasks(members)
-        wait_for(lambda: sum(len(hosted_standbys(w)) for w in workers.values()) == 8, 60, "standbys not placed")
+        wait_for(
+            lambda: sum(len(hosted_standbys(w)) for w in workers.values()) == 8, 60, "standbys not placed"
+        )
         feed(0, 3000)
         wait_for(counts_match, 60, "counts never matched", 1)
 

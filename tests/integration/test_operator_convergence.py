@@ -189,27 +189,55 @@ def test_compaction_on_makes_the_cronjob_and_its_identity_and_off_prunes_them(
     apply(kubectl, example_manifest(namespace, compaction=compaction))
     kinds = ("cronjob", "serviceaccount", "role", "rolebinding")
     for kind in kinds:
-        wait_for(f"{kind} click-counter-compactor",
-                 lambda k=kind: try_get_json(kubectl, k, "click-counter-compactor", "-n", namespace),  # type: ignore[misc]
-                 timeout=30)
+        wait_for(
+            f"{kind} click-counter-compactor",
+            lambda k=kind: try_get_json(kubectl, k, "click-counter-compactor", "-n", namespace),  # type: ignore[misc]
+            timeout=30,
+        )
     job = get_json(kubectl, "cronjob", "click-counter-compactor", "-n", namespace)
-    assert job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["serviceAccountName"] == "click-counter-compactor"
+    assert (
+        job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["serviceAccountName"]
+        == "click-counter-compactor"
+    )
     # What the compactor Job writes survives the operator's own status writes.
     patch = {"status": {"compaction": {"findings": 2, "findingKinds": ["cleanup-policy", "segment-ms"]}}}
-    kubectl("patch", "sapp", "click-counter", "-n", namespace, "--subresource=status", "--type=merge",
-            "-p", json.dumps(patch))
-    apply(kubectl, example_manifest(namespace, compaction=compaction, replicas=2))  # the operator rewrites status
-    wait_for("status of generation 2", lambda: get_json(kubectl, "sapp", "click-counter", "-n", namespace)
-             ["status"].get("observedGeneration") == 2, timeout=30)
+    kubectl(
+        "patch",
+        "sapp",
+        "click-counter",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(patch),
+    )
+    apply(
+        kubectl, example_manifest(namespace, compaction=compaction, replicas=2)
+    )  # the operator rewrites status
+    wait_for(
+        "status of generation 2",
+        lambda: (
+            get_json(kubectl, "sapp", "click-counter", "-n", namespace)["status"].get("observedGeneration")
+            == 2
+        ),
+        timeout=30,
+    )
     status = get_json(kubectl, "sapp", "click-counter", "-n", namespace)["status"]
     assert status["compaction"]["findings"] == 2, status
     # Turned off: the CronJob and the identity it ran as are pruned.
     apply(kubectl, example_manifest(namespace, compaction={**compaction, "enabled": False}, replicas=2))
     for kind in kinds:
-        wait_for(f"{kind} click-counter-compactor pruned",
-                 lambda k=kind: try_get_json(  # type: ignore[misc]
-                     kubectl, k, "click-counter-compactor", "-n", namespace) is None,
-                 timeout=30)
+        wait_for(
+            f"{kind} click-counter-compactor pruned",
+            lambda k=kind: (
+                try_get_json(  # type: ignore[misc]
+                    kubectl, k, "click-counter-compactor", "-n", namespace
+                )
+                is None
+            ),
+            timeout=30,
+        )
 
 
 def test_two_operators_one_acts_and_hands_over(

@@ -48,7 +48,9 @@ def fresh_broker(run_dir: Path) -> Iterator[str]:
     """A second KRaft broker with empty data for the length of the block; its bootstrap address."""
     env = {**os.environ, "BATON_RUN_DIR": str(run_dir), "BATON_PORT_BASE": str(PORT_BASE)}
     stack = [str(REPO / "dev" / "stack")]
-    up = subprocess.run([*stack, "up", "kafka", "--fresh"], env=env, capture_output=True, text=True, timeout=300)
+    up = subprocess.run(
+        [*stack, "up", "kafka", "--fresh"], env=env, capture_output=True, text=True, timeout=300
+    )
     try:
         assert up.returncode == 0, f"dev/stack up kafka failed: {up.stderr[-2000:]}"
         yield f"127.0.0.1:{PORT_BASE + 2}"

@@ -25,9 +25,30 @@ RUN = Path(__file__).resolve().parents[2] / "bench" / "peers" / "run.py"
 def test_all_four_peers_count_right_on_a_small_input(kafka_bootstrap: str, tmp_path: Path) -> None:
     out = tmp_path / "peers.json"
     proc = subprocess.run(
-        [sys.executable, str(RUN), "--bootstrap", kafka_bootstrap, "--events", "3000", "--users", "300",
-         "--guarantees", "exactly_once", "--timeout", "300", "--json", str(out), "--keep-logs", str(tmp_path)],
-        capture_output=True, text=True, timeout=1500, env={**os.environ, "PYTHONUNBUFFERED": "1"}, check=False)
+        [
+            sys.executable,
+            str(RUN),
+            "--bootstrap",
+            kafka_bootstrap,
+            "--events",
+            "3000",
+            "--users",
+            "300",
+            "--guarantees",
+            "exactly_once",
+            "--timeout",
+            "300",
+            "--json",
+            str(out),
+            "--keep-logs",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads(out.read_text())
     results = {r["system"]: r for r in report["results"]}
@@ -47,9 +68,29 @@ def test_all_four_peers_count_right_on_a_small_input(kafka_bootstrap: str, tmp_p
     report["results"] = [r for r in report["results"] if r["system"] != "baton"]
     out.write_text(json.dumps(report))
     again = subprocess.run(
-        [sys.executable, str(RUN), "--bootstrap", kafka_bootstrap, "--events", "3000", "--users", "300",
-         "--guarantees", "exactly_once", "--timeout", "300", "--json", str(out), "--resume"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"}, check=False)
+        [
+            sys.executable,
+            str(RUN),
+            "--bootstrap",
+            kafka_bootstrap,
+            "--events",
+            "3000",
+            "--users",
+            "300",
+            "--guarantees",
+            "exactly_once",
+            "--timeout",
+            "300",
+            "--json",
+            str(out),
+            "--resume",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        check=False,
+    )
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "resuming: 3 runs kept" in again.stdout
     assert "[baton exactly_once] ok" in again.stdout

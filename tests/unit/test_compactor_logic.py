@@ -23,8 +23,15 @@ pytestmark = pytest.mark.unit
 
 
 def test_latest_per_key_highest_offset_wins_and_tombstones_delete() -> None:
-    records = [(3, b"a", b"3"), (0, b"a", b"1"), (1, b"b", b"x"), (2, b"b", None), (4, None, b"ignored"),
-               (5, b"c", None), (6, b"d", b"dd")]
+    records = [
+        (3, b"a", b"3"),
+        (0, b"a", b"1"),
+        (1, b"b", b"x"),
+        (2, b"b", None),
+        (4, None, b"ignored"),
+        (5, b"c", None),
+        (6, b"d", b"dd"),
+    ]
     live, stats = latest_per_key(records)
     assert live == {b"a": b"3", b"d": b"dd"}
     assert (stats.records, stats.tombstones, stats.distinct_keys, stats.live_keys) == (6, 2, 4, 2)
@@ -48,7 +55,9 @@ def test_config_findings() -> None:
     good = {"cleanup.policy": "compact", "segment.bytes": str(16 << 20), "segment.ms": "600000"}
     assert config_findings("t", good) == []
     assert [f.kind for f in config_findings("t", {**good, "cleanup.policy": "delete"})] == ["cleanup-policy"]
-    assert [f.kind for f in config_findings("t", {**good, "cleanup.policy": "compact,delete"})] == ["cleanup-policy"]
+    assert [f.kind for f in config_findings("t", {**good, "cleanup.policy": "compact,delete"})] == [
+        "cleanup-policy"
+    ]
     assert [f.kind for f in config_findings("t", {})] == ["cleanup-policy"]  # Kafka's default is delete
     big = {**good, "segment.bytes": str(MAX_SEGMENT_BYTES + 1), "segment.ms": str(7 * 86400000)}
     assert [f.kind for f in config_findings("t", big)] == ["segment-bytes", "segment-ms"]
@@ -57,9 +66,11 @@ def test_config_findings() -> None:
 def test_compare_counts_each_kind_of_divergence() -> None:
     result = compare({b"a": b"1", b"b": b"2", b"c": b"3"}, {b"a": b"1", b"b": b"9", b"d": b"4"})
     assert (result.compared, result.missing, result.unexpected, result.different) == (4, 1, 1, 1)
-    assert result.samples == [{"key": "b", "expected": "2", "actual": "9"},
-                              {"key": "c", "expected": "3", "actual": None},
-                              {"key": "d", "expected": None, "actual": "4"}]
+    assert result.samples == [
+        {"key": "b", "expected": "2", "actual": "9"},
+        {"key": "c", "expected": "3", "actual": None},
+        {"key": "d", "expected": None, "actual": "4"},
+    ]
     assert compare({b"a": b"1"}, {b"a": b"1"}).total == 0
     assert show(b"\xff\x00") == "0xff00"
 
@@ -72,13 +83,24 @@ def test_store_of_changelog_names() -> None:
 
 
 def test_prometheus_text() -> None:
-    report = {"seconds": 1.5, "findings": [{"kind": "cleanup-policy"}, {"kind": "cleanup-policy"}],
-              "partitions": [{"application_id": "a", "store": "s", "partition": 0,
-                              "stats": {"records": 10, "live_keys": 2, "compaction_lag": 8, "tombstones": 1,
-                                        "bytes": 99}},
-                             {"application_id": "other", "store": "s", "partition": 0,
-                              "stats": {"records": 1, "live_keys": 1, "compaction_lag": 0, "tombstones": 0,
-                                        "bytes": 1}}]}
+    report = {
+        "seconds": 1.5,
+        "findings": [{"kind": "cleanup-policy"}, {"kind": "cleanup-policy"}],
+        "partitions": [
+            {
+                "application_id": "a",
+                "store": "s",
+                "partition": 0,
+                "stats": {"records": 10, "live_keys": 2, "compaction_lag": 8, "tombstones": 1, "bytes": 99},
+            },
+            {
+                "application_id": "other",
+                "store": "s",
+                "partition": 0,
+                "stats": {"records": 1, "live_keys": 1, "compaction_lag": 0, "tombstones": 0, "bytes": 1},
+            },
+        ],
+    }
     text = prometheus_text(report, "a")
     assert 'baton_compaction_lag_records{application_id="a",partition="0",store="s"} 8.0' in text
     assert 'baton_audit_findings{application_id="a",kind="cleanup-policy"} 2.0' in text
@@ -86,10 +108,18 @@ def test_prometheus_text() -> None:
 
 
 def _app(**compaction: object) -> dict[str, object]:
-    return {"apiVersion": "baton.dev/v1alpha1", "kind": "StreamApp",
-            "metadata": {"name": "clicks", "namespace": "ns", "uid": "u-1"},
-            "spec": {"image": "img:1", "topology": "examples.click_counter:topology", "applicationId": "cc",
-                     "kafka": {"bootstrapServers": "k:9092"}, "compaction": compaction}}
+    return {
+        "apiVersion": "baton.dev/v1alpha1",
+        "kind": "StreamApp",
+        "metadata": {"name": "clicks", "namespace": "ns", "uid": "u-1"},
+        "spec": {
+            "image": "img:1",
+            "topology": "examples.click_counter:topology",
+            "applicationId": "cc",
+            "kafka": {"bootstrapServers": "k:9092"},
+            "compaction": compaction,
+        },
+    }
 
 
 def test_cronjob_disabled_is_none_and_needs_a_store() -> None:
@@ -99,8 +129,10 @@ def test_cronjob_disabled_is_none_and_needs_a_store() -> None:
 
 
 def test_cronjob_compacts_both_colors_forbids_overlap_and_suspends_during_a_flip() -> None:
-    job = cronjob(_app(enabled=True, schedule="*/5 * * * *", snapshotStore="s3a://b/snap", keep=2),
-                  extra_env=[{"name": "X", "value": "1"}])
+    job = cronjob(
+        _app(enabled=True, schedule="*/5 * * * *", snapshotStore="s3a://b/snap", keep=2),
+        extra_env=[{"name": "X", "value": "1"}],
+    )
     assert job is not None
     spec = job["spec"]
     assert (spec["schedule"], spec["concurrencyPolicy"], spec["suspend"]) == ("*/5 * * * *", "Forbid", False)
@@ -134,8 +166,9 @@ def test_cronjob_with_a_volume_claim_and_rolling_upgrades() -> None:
 
 def _manifest(folder: Path, end: int, records: int = 0) -> None:
     folder.mkdir(parents=True)
-    (folder / snapshot.MANIFEST).write_text(json.dumps({"topic": "t", "partition": 0, "end_offset": end,
-                                                        "records": records}))
+    (folder / snapshot.MANIFEST).write_text(
+        json.dumps({"topic": "t", "partition": 0, "end_offset": end, "records": records})
+    )
 
 
 def test_snapshot_layout_and_choice(tmp_path: Path) -> None:
@@ -181,17 +214,34 @@ def test_recompute_plans_skip_repartitioning_subtopologies() -> None:
 def test_the_compactor_identity_may_patch_only_its_own_apps_status() -> None:
     sa, role, binding = compactor_identity(_app(enabled=True, snapshotStore="/x"))
     assert sa["kind"] == "ServiceAccount" and sa["metadata"]["name"] == "clicks-compactor"
-    assert role["rules"] == [{"apiGroups": ["baton.dev"], "resources": ["streamapps/status"],
-                              "resourceNames": ["clicks"], "verbs": ["get", "patch"]}]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["baton.dev"],
+            "resources": ["streamapps/status"],
+            "resourceNames": ["clicks"],
+            "verbs": ["get", "patch"],
+        }
+    ]
     assert binding["roleRef"]["name"] == "clicks-compactor"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "clicks-compactor", "namespace": "ns"}]
     assert all(o["metadata"]["ownerReferences"][0]["uid"] == "u-1" for o in (sa, role, binding))
 
 
 def test_status_summary_from_a_report() -> None:
-    report = {"seconds": 12.5, "summary": {"partitions": 8, "snapshots_written": 3, "records_read": 50,
-                                           "live_keys": 10, "compaction_lag": 40, "tombstones": 2, "bytes": 900,
-                                           "findings": 1, "finding_kinds": ["cleanup-policy"]}}
+    report = {
+        "seconds": 12.5,
+        "summary": {
+            "partitions": 8,
+            "snapshots_written": 3,
+            "records_read": 50,
+            "live_keys": 10,
+            "compaction_lag": 40,
+            "tombstones": 2,
+            "bytes": 900,
+            "findings": 1,
+            "finding_kinds": ["cleanup-policy"],
+        },
+    }
     status = compaction_status(report, "2026-11-22T10:00:00+00:00", "/s/a/_audit/latest.json")
     assert status["compactionLag"] == 40 and status["findingKinds"] == ["cleanup-policy"]
     assert status["lastRunTime"] == "2026-11-22T10:00:00+00:00" and status["findings"] == 1

@@ -318,7 +318,13 @@ def test_while_the_old_active_drains_nothing_flips_and_the_idle_color_keeps_its_
     would lose or duplicate the old active's last records below the cut."""
     up = UP.model_copy(update=dict(promotion_stable_seconds=0, state_migration="Rebuild"))
     p = step(stable(), 0, revision="r2", upgrade=up)
-    p = step(p, 1, revision="r2", upgrade=up, flip=FlipOutcome("green", True, 1, "blue has not drained", draining=True))
+    p = step(
+        p,
+        1,
+        revision="r2",
+        upgrade=up,
+        flip=FlipOutcome("green", True, 1, "blue has not drained", draining=True),
+    )
     assert p.active == "green" and "FlipDraining" in reasons(p)
     draining = ("clicks:3",)
     p = step(p, 5, revision="r2", upgrade=up, rollback=True, draining=draining)

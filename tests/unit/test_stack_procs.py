@@ -16,7 +16,9 @@ def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_a_started_process_is_found_at_once(run_dir: Path) -> None:
     # checked straight after start(), when the child may still be inside execve
-    pids = [procs.start(f"sleeper{i}", [sys.executable, "-c", "import time; time.sleep(30)"]) for i in range(5)]
+    pids = [
+        procs.start(f"sleeper{i}", [sys.executable, "-c", "import time; time.sleep(30)"]) for i in range(5)
+    ]
     try:
         assert [procs.running_pid(f"sleeper{i}") for i in range(5)] == pids
     finally:

@@ -82,13 +82,19 @@ def test_defaults_are_the_worker_configs(captured: dict[str, WorkerConfig]) -> N
 
 
 def test_flags_reach_the_config(captured: dict[str, WorkerConfig]) -> None:
-    result = _invoke([
-        *BASE,
-        "--num-standby-replicas", "1",
-        "--acceptable-recovery-lag", "0",
-        "--max-warmup-replicas", "4",
-        "--probing-rebalance-interval-ms", "5000",
-    ])
+    result = _invoke(
+        [
+            *BASE,
+            "--num-standby-replicas",
+            "1",
+            "--acceptable-recovery-lag",
+            "0",
+            "--max-warmup-replicas",
+            "4",
+            "--probing-rebalance-interval-ms",
+            "5000",
+        ]
+    )
     assert result.exit_code == 0, result.output
     config = captured["config"]
     assert config.num_standby_replicas == 1
@@ -119,7 +125,9 @@ def test_variables_reach_the_config_and_flags_win(captured: dict[str, WorkerConf
         ("--probing-rebalance-interval-ms", "999"),
     ],
 )
-def test_out_of_range_values_are_usage_errors(captured: dict[str, WorkerConfig], flag: str, value: str) -> None:
+def test_out_of_range_values_are_usage_errors(
+    captured: dict[str, WorkerConfig], flag: str, value: str
+) -> None:
     result = _invoke([*BASE, flag, value])
     assert result.exit_code == 2, result.output
     assert flag.removeprefix("--").replace("-", "_") in result.output

@@ -18,17 +18,30 @@ pytestmark = pytest.mark.unit
 
 def test_members_from_a_group_description() -> None:
     def member(mid: str, client: str, instance: str | None, parts: list[int]) -> MemberDescription:
-        return MemberDescription(mid, client, "/127.0.0.1", MemberAssignment(
-            [TopicPartition("clicks", p) for p in parts]), group_instance_id=instance)
+        return MemberDescription(
+            mid,
+            client,
+            "/127.0.0.1",
+            MemberAssignment([TopicPartition("clicks", p) for p in parts]),
+            group_instance_id=instance,
+        )
 
     def description(state: ConsumerGroupState) -> ConsumerGroupDescription:
-        return ConsumerGroupDescription("app", False, [member("m-2", "app-x", "pod-1", [3, 1]),
-                                                       member("m-1", "app-y", None, [0])],
-                                        "cooperative-sticky", state, None)  # type: ignore[arg-type]
+        return ConsumerGroupDescription(
+            "app",
+            False,
+            [member("m-2", "app-x", "pod-1", [3, 1]), member("m-1", "app-y", None, [0])],
+            "cooperative-sticky",
+            state,
+            None,  # type: ignore[arg-type]
+        )
 
     assert members_from(description(ConsumerGroupState.COMPLETING_REBALANCING)) is None
     members = members_from(description(ConsumerGroupState.STABLE))
-    assert members == [Member("m-2", "pod-1", (("clicks", 1), ("clicks", 3))), Member("m-1", "app-y", (("clicks", 0),))]
+    assert members == [
+        Member("m-2", "pod-1", (("clicks", 1), ("clicks", 3))),
+        Member("m-1", "app-y", (("clicks", 0),)),
+    ]
 
 
 def test_cleanup_waits_for_the_delay_and_spares_tasks_in_use() -> None:
@@ -46,11 +59,15 @@ def test_state_dir_identity_and_lock(tmp_path: Path) -> None:
     try:
         import subprocess
         import sys
-        code = ("import sys; from pathlib import Path; from baton.worker import statedir\n"
-                "try:\n statedir.lock(Path(sys.argv[1]))\nexcept statedir.StateDirLocked:\n sys.exit(3)\n")
+
+        code = (
+            "import sys; from pathlib import Path; from baton.worker import statedir\n"
+            "try:\n statedir.lock(Path(sys.argv[1]))\nexcept statedir.StateDirLocked:\n sys.exit(3)\n"
+        )
         assert subprocess.run([sys.executable, "-c", code, str(app_dir)]).returncode == 3
     finally:
         import os
+
         os.close(fd)
     (app_dir / "0_1" / "store").mkdir(parents=True)
     (app_dir / "1_7").mkdir()

@@ -48,8 +48,10 @@ def test_planned_topics_size_changelogs_and_repartitions_like_the_sources() -> N
 
 def test_loader_accepts_a_path_a_module_and_an_attribute(tmp_path: Path) -> None:
     module = tmp_path / "mytopo.py"
-    module.write_text("from baton.worker import Topology\nt = Topology()\nt.stream('x').to('y')\n"
-                      "def make():\n    return t\n")
+    module.write_text(
+        "from baton.worker import Topology\nt = Topology()\nt.stream('x').to('y')\n"
+        "def make():\n    return t\n"
+    )
     assert load(str(module) + ":t").subtopologies[0].source_topics == ["x"]
     assert load(f"{module}:make").subtopologies[0].source_topics == ["x"]
     assert load("examples.click_counter").subtopologies[0].source_topics == ["clicks"]

@@ -20,8 +20,14 @@ pytestmark = pytest.mark.unit
 
 class Msg:
     def __init__(  # noqa: PLR0917 - mirrors a Kafka record
-        self, topic: str, offset: int, key: bytes | None, value: bytes | None, ts: int = 0,
-                 headers: Headers | None = None) -> None:
+        self,
+        topic: str,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        ts: int = 0,
+        headers: Headers | None = None,
+    ) -> None:
         self._t, self._o, self._k, self._v, self._ts, self._h = topic, offset, key, value, ts, headers
 
     def topic(self) -> str | None:
@@ -48,8 +54,14 @@ class Msg:
 
 class Sent(list[tuple[str, bytes | None, bytes | None, int | None, Headers | None]]):
     def __call__(  # noqa: PLR0917 - implements context.Send
-        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, timestamp: int,
-                 headers: Headers | None) -> None:
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        timestamp: int,
+        headers: Headers | None,
+    ) -> None:
         self.append((topic, key, value, partition, headers))
 
     def to(self, topic: str) -> list[tuple[bytes | None, bytes | None]]:
@@ -61,7 +73,9 @@ class Dead(list[tuple[str, int]]):
         self.append((stage, msg.offset() or 0))
 
 
-def make_task(topology: Topology, caching: bool, sub: int = 0) -> tuple[Task, Sent, Dead, dict[str, MemoryStore]]:
+def make_task(
+    topology: Topology, caching: bool, sub: int = 0
+) -> tuple[Task, Sent, Dead, dict[str, MemoryStore]]:
     built = topology.build()
     s = built.subtopologies[sub]
     stores = {n: MemoryStore() for n in [x.name for x in s.stores] + [t.store.name for t in s.tables]}
@@ -71,8 +85,16 @@ def make_task(topology: Topology, caching: bool, sub: int = 0) -> tuple[Task, Se
         def allows(self, topic: str, partition: int, offset: int) -> bool:
             return offset != 1  # a closed gate for one origin offset
 
-    task = Task(TaskId(sub, 0), s, application_id="app", stores=dict(stores), send=sent, gate=Gate(),
-                caching=caching, dead_letter=dead)
+    task = Task(
+        TaskId(sub, 0),
+        s,
+        application_id="app",
+        stores=dict(stores),
+        send=sent,
+        gate=Gate(),
+        caching=caching,
+        dead_letter=dead,
+    )
     return task, sent, dead, stores
 
 
@@ -123,8 +145,14 @@ def test_rewind_drops_uncommitted_state() -> None:
 
 def test_bad_records_go_to_the_dead_letter_handler_and_processing_continues() -> None:
     t = Topology()
-    (t.stream("clicks", key=STR, value=JSON).map_values(lambda v: 10 // v["n"]).group_by_key().count(store="c")
-        .to_stream().to("out"))
+    (
+        t.stream("clicks", key=STR, value=JSON)
+        .map_values(lambda v: 10 // v["n"])
+        .group_by_key()
+        .count(store="c")
+        .to_stream()
+        .to("out")
+    )
     task, sent, dead, _stores = make_task(t, caching=False)
     task.process(Msg("clicks", 5, b"a", b"{bad"))
     task.process(Msg("clicks", 6, b"a", b'{"n": 0}'))
@@ -144,8 +172,15 @@ def test_sink_gate_silences_sinks_but_not_changelogs() -> None:
 
 def test_windowed_count_per_window() -> None:
     t = Topology()
-    (t.stream("clicks", key=STR, value=JSON).group_by_key().windowed_by(tumbling(10)).count(store="w")
-        .to_stream().map(lambda w, n: (f"{w.key}@{w.start}", n)).to("out", key=STR))
+    (
+        t.stream("clicks", key=STR, value=JSON)
+        .group_by_key()
+        .windowed_by(tumbling(10))
+        .count(store="w")
+        .to_stream()
+        .map(lambda w, n: (f"{w.key}@{w.start}", n))
+        .to("out", key=STR)
+    )
     task, sent, _dead, _stores = make_task(t, caching=True)
     for offset, ts in enumerate([1, 5, 12, 9, 25]):
         task.process(Msg("clicks", offset, b"a", b"{}", ts))
@@ -169,7 +204,9 @@ def test_stream_table_join_reads_the_table_store() -> None:
 
 def test_repartition_carries_the_origin_and_the_next_subtopology_reads_it() -> None:
     t = Topology()
-    t.stream("orders", key=STR, value=JSON).group_by(lambda _k, v: v["c"], key=STR, name="by-c").count(store="n")
+    t.stream("orders", key=STR, value=JSON).group_by(lambda _k, v: v["c"], key=STR, name="by-c").count(
+        store="n"
+    )
     upstream, sent, _dead, _stores = make_task(t, caching=True, sub=0)
     upstream.process(Msg("orders", 9, b"o1", b'{"c": "x"}'))
     [(topic, key, value, _p, headers)] = sent
@@ -187,8 +224,15 @@ def test_task_store_reads_overlay_then_persistent() -> None:
     persistent = MemoryStore()
     persistent.write([(b"k", b"7")], 3)
     sent = Sent()
-    store = TaskStore(spec=StoreSpec("s", STR, JSON), persistent=persistent, changelog_topic="cl", partition=0,
-                      send=sent, ctx=RecordContext(), caching=True)
+    store = TaskStore(
+        spec=StoreSpec("s", STR, JSON),
+        persistent=persistent,
+        changelog_topic="cl",
+        partition=0,
+        send=sent,
+        ctx=RecordContext(),
+        caching=True,
+    )
     assert store.get(b"k") == 7 and store.get(b"zz") is MISSING
     store.put(b"k", "k", 8)
     assert store.get(b"k") == 8
