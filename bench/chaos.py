@@ -1,7 +1,8 @@
 """Chaos, the long variant of tests/e2e/test_chaos.py: faults and deploys under steady input.
 
     python bench/chaos.py [--duration 300] [--rate 50] [--fault-interval 10] [--deploys 2]
-                          [--rollbacks 1] [--replicas 2] [--standby 1] [--json PATH]
+                          [--rollbacks 1] [--replicas 2] [--standby 1]
+                          [--state-migration Reuse|Rebuild] [--json PATH]
 
 On the local stack (``dev/stack up``): a fresh namespace with the CRDs, ``baton operator``
 as a subprocess, the pod runner, and the click counter as a StreamApp (exactly-once, write
@@ -46,6 +47,12 @@ def _args() -> argparse.Namespace:
     p.add_argument("--standby", type=int, default=1)
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--state-migration",
+        choices=["Reuse", "Rebuild"],
+        default="Reuse",
+        help="spec.upgrade.stateMigration: Rebuild gives every deploy's idle color empty state",
+    )
     p.add_argument("--json", type=Path, default=None, help="Where to write the JSON report")
     return p.parse_args()
 
@@ -67,6 +74,7 @@ def main() -> int:
         standby_replicas=args.standby,
         partitions=args.partitions,
         seed=args.seed,
+        state_migration=args.state_migration,
         ready_timeout_s=600,
         catch_up_timeout_s=600,
     )

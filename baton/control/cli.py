@@ -32,7 +32,9 @@ def flip(
     """Make TO the active color of APPLICATION_ID (the base applicationId, without -blue/-green).
 
     Both colors pause for two control-topic round trips; the cut is the further of their
-    positions per input partition. Exits 1 when the flip aborted (the old color stays active).
+    positions per input partition. Exits 1 when the flip aborted (the old color stays active)
+    or was refused (the previous flip's old active has not emitted everything below its cut
+    yet: flip again once it has).
     """
     result = run_flip(bootstrap_servers, application_id, to, deadline_s=deadline_seconds)  # type: ignore[arg-type]
     if as_json:
@@ -47,6 +49,7 @@ def flip(
                     "pending": [tp_str(tp) for tp in result.pending],
                     "pause_ms": round(result.pause_ms, 1),
                     "drained_ms": round(result.drained_ms, 1),
+                    "drained": result.drained,
                 }
             ).decode()
         )
@@ -55,6 +58,8 @@ def flip(
             f"flipped {application_id} to {to} (epoch {result.epoch}): pause {result.pause_ms:.0f} ms, "
             f"{len(result.cut)} partitions cut, {len(result.pending)} waited for the old active"
         )
+        if not result.drained:
+            click.echo(f"warning: {result.reason}", err=True)
     else:
         click.echo(f"flip of {application_id} to {to} not done: {result.reason}", err=True)
     sys.exit(0 if result.committed else 1)

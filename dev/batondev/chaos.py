@@ -76,6 +76,9 @@ class ChaosConfig:
     standby_replicas: int = 1
     partitions: int = 4
     seed: int = 7
+    # Rebuild: every deploy gives the idle color a new application id generation (empty state,
+    # input from offset 0) that must catch up silently and emit nothing twice.
+    state_migration: str = "Reuse"
     # Every second deploy also gets the operator SIGKILLed mid-deploy (Promoting or Flipping):
     # it must pick the deploy up from status.deploy and never flip twice.
     operator_restart_in_deploy: bool = True
@@ -245,6 +248,7 @@ class Chaos:
             replicas=cfg.replicas,
             standby_replicas=cfg.standby_replicas,
             env={VERSION_VAR: "v1"},
+            state_migration=cfg.state_migration,
         )
         ctx = _Context(
             cfg,
@@ -510,11 +514,12 @@ def _deploy(ctx: _Context) -> Event:
     e2e.wait_until(
         f"the operator to deploy {version} and flip to {target}", flipped, ctx.cfg.ready_timeout_s, every=1
     )
+    app_id = ((_status(ctx).get("colors") or {}).get(target) or {}).get("applicationId", "?")
     return Event(
         "deploy",
         f"{VERSION_VAR}={version}",
         0,
-        detail=f"operator flipped {before} -> {target} ({' -> '.join(seen)})",
+        detail=f"operator flipped {before} -> {target} ({app_id}; {' -> '.join(seen)})",
     )
 
 

@@ -188,6 +188,7 @@ def click_counter_app(
     standby_replicas: int = 1,
     write_cache: bool = False,
     env: dict[str, str] | None = None,
+    state_migration: str = "Reuse",
 ) -> dict[str, Any]:
     """examples/click-counter.yaml pointed at the local broker and sized for a laptop.
 
@@ -213,6 +214,7 @@ def click_counter_app(
         **spec.get("upgrade", {}),
         "promotionStableSeconds": 5,
         "standbyUpgradeDelaySeconds": 30,
+        "stateMigration": state_migration,
     }
     spec["deletionPolicy"] = "DeleteTopics"  # the app's internal topics go with it
     spec["podTemplate"] = {

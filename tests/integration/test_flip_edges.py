@@ -191,3 +191,32 @@ def test_a_prepare_nobody_decides_is_aborted_by_the_paused_workers(
         sent = steady.sent
         wait_for(lambda: _latest(kafka_bootstrap, counts) == dict(sent), 120, "final counts")
         _assert_exact(kafka_bootstrap, counts, sent)
+
+
+def test_a_topology_that_cannot_be_spliced_refuses_flips_with_its_reason(
+    new_topic: Callable[..., str], unique_name: str, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Hole 5: an aggregation over two topics merges them in fetch order, which differs between
+    the colors; the flip is refused with a reason a person understands, and blue stays active."""
+    base, a, b, counts = (
+        unique_name,
+        new_topic(partitions=2),
+        new_topic(partitions=2),
+        new_topic(partitions=2),
+    )
+    env = {"CLICKS_A": a, "CLICKS_B": b}
+    topology = str(REPO / "tests" / "fixtures" / "copartitioned_counter.py")
+    with _running(
+        tmp_path,
+        kafka_bootstrap,
+        base,
+        a,
+        counts,
+        per_color=1,
+        topology=topology,
+        color_env={"blue": env, "green": env},
+    ):
+        result = flip(kafka_bootstrap, base, "green", deadline_s=15)
+    assert not result.committed
+    assert "refuses the flip" in result.reason
+    assert f"aggregates records of several topics ({', '.join(sorted((a, b)))})" in result.reason
