@@ -104,11 +104,18 @@ def compactor_identity(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def cronjob(
-    body: dict[str, Any], *, flip_in_progress: bool = False, extra_env: list[dict[str, Any]] | None = None
+    body: dict[str, Any],
+    *,
+    flip_in_progress: bool = False,
+    extra_env: list[dict[str, Any]] | None = None,
+    application_ids: list[str] | None = None,
 ) -> dict[str, Any] | None:
     """The CronJob manifest, or None when ``spec.compaction.enabled`` is false.
 
-    It runs as :func:`compactor_identity`'s ServiceAccount, which the caller applies with it."""
+    ``application_ids`` are the ids the colors run now (``<id>-<color>-g<N>`` after a
+    Rebuild); the operator passes them from its deploy record. Without them, each color's
+    first generation. It runs as :func:`compactor_identity`'s ServiceAccount, which the
+    caller applies with it."""
     meta, spec = body["metadata"], body["spec"]
     compaction = spec.get("compaction") or {}
     if not compaction.get("enabled", False):
@@ -132,8 +139,8 @@ def cronjob(
         "--master",
         compaction.get("sparkMaster", "local[*]"),
     ]
-    for color in colors:
-        args += ["--application-id", f"{app_id}-{color}"]
+    for application_id in application_ids or [f"{app_id}-{color}" for color in colors]:
+        args += ["--application-id", application_id]
     env = [
         {"name": "BATON_BOOTSTRAP_SERVERS", "value": spec["kafka"]["bootstrapServers"]},
         {"name": "BATON_STREAMAPP", "value": f"{meta.get('namespace')}/{name}"},

@@ -7,6 +7,7 @@ transaction, whatever the workers do while the job runs.
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -27,13 +28,24 @@ class Changelog:
     partitions: int
 
 
+# "<app>-blue-x-changelog" is not a store "blue-x" of "<app>", nor "<app>-blue-g2-x-changelog" a
+# store "g2-x" of "<app>-blue": colors and Rebuild generations are application ids of their own.
+_OTHER_APP_ID = re.compile(r"^(blue-|green-|g[0-9]+-)")
+
+
 def store_of(application_id: str, topic: str) -> str | None:
-    """``<application.id>-<store>-changelog`` -> store, or None if the topic is not this app's changelog."""
+    """``<application.id>-<store>-changelog`` -> store, or None if the topic is not this app id's changelog.
+
+    A store whose name starts like a color or generation suffix (``blue-``, ``green-``,
+    ``g<N>-``) cannot be told apart from another application id's changelog and is skipped.
+    """
     prefix = application_id + "-"
     if not (topic.startswith(prefix) and topic.endswith(CHANGELOG_SUFFIX)):
         return None
     store = topic[len(prefix) : -len(CHANGELOG_SUFFIX)]
-    return store or None
+    if not store or _OTHER_APP_ID.match(store):
+        return None
+    return store
 
 
 class KafkaView:
@@ -47,8 +59,7 @@ class KafkaView:
         out = []
         for name, topic in sorted(meta.topics.items()):
             store = store_of(application_id, name)
-            # "<app>-blue-x-changelog" is not a store "blue-x" of "<app>": colors are separate app ids
-            if store is None or store.startswith(("blue-", "green-")):
+            if store is None:
                 continue
             out.append(Changelog(application_id, store, name, len(topic.partitions)))
         return out

@@ -80,6 +80,10 @@ def test_store_of_changelog_names() -> None:
     assert store_of("app", "app-changelog") is None
     assert store_of("app", "other-counts-changelog") is None
     assert store_of("app", "app-counts-repartition") is None
+    # colors and Rebuild generations are application ids of their own, not stores of this one
+    assert store_of("app-blue", "app-blue-g2-counts-changelog") is None
+    assert store_of("app-blue-g2", "app-blue-g2-counts-changelog") == "counts"
+    assert store_of("app", "app-green-counts-changelog") is None
 
 
 def test_prometheus_text() -> None:

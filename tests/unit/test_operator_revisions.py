@@ -61,3 +61,16 @@ def test_compaction_cronjob_is_desired_and_suspended_during_a_flip() -> None:
     flipping = _by_name(desired_objects(sample, flip_in_progress=True))["CronJob/click-counter-compactor"]
     assert flipping["spec"]["suspend"] is True
     assert not [o for o in desired_objects(app()) if o["kind"] == "CronJob"]
+
+
+def test_compaction_follows_each_colors_current_generation() -> None:
+    """After a Rebuild the CronJob compacts ``<id>-green-g2``, not the abandoned ``<id>-green``."""
+    new = app(compaction={"enabled": True, "snapshotStore": "s3a://b/snaps"})
+    record = DeployRecord(
+        colors={"blue": Assignment(spec_hash(new.spec)), "green": Assignment(spec_hash(new.spec), 2)},
+        specs={spec_hash(new.spec): spec_json(new.spec.model_dump(mode="json", by_alias=True))},
+    )
+    job = _by_name(desired_objects(new, color_runs(new, record)))["CronJob/click-counter-compactor"]
+    args = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    ids = [args[i + 1] for i, a in enumerate(args) if a == "--application-id"]
+    assert ids == ["click-counter-blue", "click-counter-green-g2"]

@@ -25,6 +25,9 @@ class ColorRun:
     app: StreamApp
     generation: int = 0
 
+    def application_id(self, color: Color) -> str:
+        return self.app.color_application_id(color, self.generation)
+
 
 def color_runs(app: StreamApp, record: DeployRecord | None) -> dict[Color, ColorRun]:
     """Each color's spec per the deploy record; without one, every color runs the current spec.
@@ -73,7 +76,8 @@ def desired_objects(
             statefulset(run.app, color, generation=run.generation),
         ]
     body = _body(app)
-    job = cronjob(body, flip_in_progress=flip_in_progress)
+    ids = [(runs.get(c) or ColorRun(app)).application_id(c) for c in app.colors]
+    job = cronjob(body, flip_in_progress=flip_in_progress, application_ids=ids)
     if job is not None:
         objects += [*compactor_identity(body), job]
     return objects
