@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from baton.compactor.cronjob import SNAPSHOT_MOUNT
 from baton.operator.builders import desired_objects
 from baton.operator.builders.desired import color_runs
 from baton.operator.deploy_record import from_status
@@ -225,6 +226,26 @@ def test_compaction_on_makes_the_cronjob_and_its_identity_and_off_prunes_them(
     )
     status = get_json(kubectl, "sapp", "click-counter", "-n", namespace)["status"]
     assert status["compaction"]["findings"] == 2, status
+    # An s3a:// store is written by the Job only; a claim is mounted read-only into the workers.
+    for color in ("blue", "green"):
+        sts = get_json(kubectl, "statefulset", f"click-counter-{color}", "-n", namespace)
+        env = sts["spec"]["template"]["spec"]["containers"][0]["env"]
+        assert not any(e["name"] == "BATON_SNAPSHOT_STORE" for e in env), env
+    on_claim = {"enabled": True, "snapshotVolumeClaim": "snaps", "schedule": "@hourly"}
+    apply(kubectl, example_manifest(namespace, compaction=on_claim, replicas=2))
+
+    def mounted(color: str) -> bool:
+        pod = get_json(kubectl, "statefulset", f"click-counter-{color}", "-n", namespace)["spec"]["template"][
+            "spec"
+        ]
+        env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+        claims = [v["persistentVolumeClaim"] for v in pod["volumes"] if "persistentVolumeClaim" in v]
+        return env.get("BATON_SNAPSHOT_STORE") == SNAPSHOT_MOUNT and claims == [
+            {"claimName": "snaps", "readOnly": True}
+        ]
+
+    for color in ("blue", "green"):
+        wait_for(f"the snapshot claim in the {color} workers", lambda c=color: mounted(c) or None, timeout=30)  # type: ignore[misc]
     # Turned off: the CronJob and the identity it ran as are pruned.
     apply(kubectl, example_manifest(namespace, compaction={**compaction, "enabled": False}, replicas=2))
     for kind in kinds:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from baton.compactor.cronjob import SNAPSHOT_MOUNT, cronjob
 from baton.operator.builders.env import worker_env
 from baton.operator.builders.statefulset import statefulset
 from baton.operator.constants import STATE_DIR
@@ -50,15 +51,53 @@ def test_every_baton_variable_is_a_worker_setting() -> None:
 # Adding a WorkerConfig field makes the next test fail until it is mapped here or in the spec.
 NOT_IN_SPEC_YET = {
     "state_cleanup_delay_ms",  # Kafka Streams' state.cleanup.delay.ms; its default suits Pods
-    "snapshot_store",  # the compactor's snapshots (issue 7) decide where these live
 }
+# Set only when spec.compaction is on (test_workers_read_the_snapshots_the_compactor_writes).
+ONLY_WITH_COMPACTION = {"snapshot_store"}
 
 
 def test_blue_green_sets_every_worker_setting() -> None:
     """No worker setting is silently left to its default under the operator."""
     names = _baton_names(worker_env(app(), "green"))
-    missing = {f for f in ALL_FIELDS if env_var(f) not in names} - NOT_IN_SPEC_YET
+    missing = {f for f in ALL_FIELDS if env_var(f) not in names} - NOT_IN_SPEC_YET - ONLY_WITH_COMPACTION
     assert missing == set(), f"WorkerConfig fields the operator does not set: {sorted(missing)}"
+
+
+def test_workers_read_the_snapshots_the_compactor_writes() -> None:
+    """The Pods get the store the CronJob writes: the claim mounted read-only where the Job
+    mounts it, or a local path as is; an object-store URI workers cannot read yet is left out."""
+    claim = statefulset(app(compaction={"enabled": True, "snapshotVolumeClaim": "snaps"}), "green")
+    pod = claim["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env[env_var("snapshot_store")] == SNAPSHOT_MOUNT
+    assert {"name": "snapshots", "persistentVolumeClaim": {"claimName": "snaps", "readOnly": True}} in pod[
+        "volumes"
+    ]
+    assert {"name": "snapshots", "mountPath": SNAPSHOT_MOUNT, "readOnly": True} in pod["containers"][0][
+        "volumeMounts"
+    ]
+    job = cronjob(
+        {
+            **example_body(),
+            "spec": {
+                **example_body()["spec"],
+                "compaction": {"enabled": True, "snapshotVolumeClaim": "snaps"},
+            },
+        }
+    )
+    assert job is not None
+    job_pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert job_pod["containers"][0]["args"][2] == SNAPSHOT_MOUNT
+    assert any(v.get("persistentVolumeClaim", {}).get("claimName") == "snaps" for v in job_pod["volumes"])
+
+    local = worker_env(app(compaction={"enabled": True, "snapshotStore": "file:///shared/snaps"}), "blue")
+    assert {"name": env_var("snapshot_store"), "value": "file:///shared/snaps"} in local
+    for spec in (
+        {"enabled": True, "snapshotStore": "s3a://bucket/snaps"},
+        {"enabled": False, "snapshotVolumeClaim": "x"},
+    ):
+        names = _baton_names(worker_env(app(compaction=spec), "blue"))
+        assert env_var("snapshot_store") not in names, spec
 
 
 def test_worker_config_parses_the_pod_environment(monkeypatch: pytest.MonkeyPatch) -> None:

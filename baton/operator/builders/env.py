@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from baton.operator.builders.snapshots import snapshot_source
 from baton.operator.constants import KAFKA_SECRET_DIR, STATE_DIR, Color
 from baton.operator.spec import StreamApp
 from baton.worker.config import env_var
@@ -74,4 +75,7 @@ def worker_env(app: StreamApp, color: Color, generation: int = 0) -> list[dict[s
         env += [_value("color", color), _value("control_topic", app.control_topic)]
     if spec.commit_interval_ms is not None:
         env.append(_value("commit_interval_ms", str(spec.commit_interval_ms)))
+    snapshots = snapshot_source(app)
+    if snapshots is not None:
+        env.append(_value("snapshot_store", snapshots.store))
     return env + [dict(e) for e in spec.pod_template.env]

@@ -18,6 +18,7 @@ from baton.operator.builders.common import (
     service_account_name,
 )
 from baton.operator.builders.env import worker_env
+from baton.operator.builders.snapshots import snapshot_volumes
 from baton.operator.constants import (
     ANNOTATION_SPEC_HASH,
     CONTAINER_NAME,
@@ -104,7 +105,8 @@ def _volumes(app: StreamApp) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     if spec.kafka.uses_tls and secret is not None:
         volumes.append({"name": "kafka-secret", "secret": {"secretName": secret.name, "defaultMode": 0o440}})
         mounts.append({"name": "kafka-secret", "mountPath": KAFKA_SECRET_DIR, "readOnly": True})
-    return volumes, mounts
+    more_volumes, more_mounts = snapshot_volumes(app)
+    return volumes + more_volumes, mounts + more_mounts
 
 
 def pod_template(app: StreamApp, color: Color, generation: int = 0) -> dict[str, Any]:

@@ -1,0 +1,57 @@
+"""Where worker Pods read the compactor's snapshots from (issue 17): the same store the CronJob writes.
+
+A task restoring from scratch loads the newest snapshot and replays only the changelog
+after it (baton/worker/snapshot.py), so the workers must see the store the Job writes:
+
+* ``spec.compaction.snapshotVolumeClaim``: the claim is mounted read-only at the same path
+  as in the Job; it must be ``ReadWriteMany`` (or ``ReadOnlyMany`` for the workers) to be
+  mounted by the Job and every worker at once.
+* ``spec.compaction.snapshotStore`` as a local path (``/x``, ``file:///x``): passed as is;
+  the path must exist in the worker image or a volume of the user's.
+* an object-store or HDFS URI: workers cannot read it yet, so they get nothing and restore
+  from the changelog alone (the Job still writes snapshots there).
+
+Only when compaction is enabled: a disabled compactor writes no new snapshots, and an old
+one would be loaded with a long changelog tail after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from baton.compactor.cronjob import SNAPSHOT_MOUNT
+from baton.operator.spec import StreamApp
+
+VOLUME = "snapshots"
+
+
+@dataclass(frozen=True)
+class SnapshotSource:
+    store: str  # BATON_SNAPSHOT_STORE
+    claim: str | None = None  # a PVC to mount read-only at SNAPSHOT_MOUNT
+
+
+def snapshot_source(app: StreamApp) -> SnapshotSource | None:
+    compaction = app.spec.compaction
+    if not compaction.enabled:
+        return None
+    if compaction.snapshot_store:
+        if urlparse(compaction.snapshot_store).scheme in ("", "file"):
+            return SnapshotSource(compaction.snapshot_store)
+        return None
+    if compaction.snapshot_volume_claim:
+        return SnapshotSource(SNAPSHOT_MOUNT, compaction.snapshot_volume_claim)
+    return None
+
+
+def snapshot_volumes(app: StreamApp) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(Pod volumes, container mounts) for the snapshot claim, if any."""
+    source = snapshot_source(app)
+    if source is None or source.claim is None:
+        return [], []
+    return (
+        [{"name": VOLUME, "persistentVolumeClaim": {"claimName": source.claim, "readOnly": True}}],
+        [{"name": VOLUME, "mountPath": SNAPSHOT_MOUNT, "readOnly": True}],
+    )
