@@ -109,9 +109,13 @@ def cronjob(
     flip_in_progress: bool = False,
     extra_env: list[dict[str, Any]] | None = None,
     application_ids: list[str] | None = None,
+    extra_volumes: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], []),
 ) -> dict[str, Any] | None:
     """The CronJob manifest, or None when ``spec.compaction.enabled`` is false.
 
+    ``extra_env`` and ``extra_volumes`` (Pod volumes, container mounts) are how the app's
+    Pods reach Kafka (SASL credentials, BATON_KAFKA_CONFIG, the CA certificate): the
+    operator passes its workers' settings, so the Job connects as the app does.
     ``application_ids`` are the ids the colors run now (``<id>-<color>-g<N>`` after a
     Rebuild); the operator passes them from its deploy record. Without them, each color's
     first generation. It runs as :func:`compactor_identity`'s ServiceAccount, which the
@@ -170,6 +174,8 @@ def cronjob(
     if claim:
         volumes.append({"name": "snapshots", "persistentVolumeClaim": {"claimName": claim}})
         container["volumeMounts"].append({"name": "snapshots", "mountPath": SNAPSHOT_MOUNT})
+    volumes += extra_volumes[0]
+    container["volumeMounts"] += extra_volumes[1]
     pod: dict[str, Any] = {
         "serviceAccountName": compactor_name(body),
         "restartPolicy": "Never",

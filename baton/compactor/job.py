@@ -23,6 +23,7 @@ from typing import Any
 
 from baton.compactor import frames, recompute, retention
 from baton.compactor.audit import Divergence, Finding, config_findings, show
+from baton.compactor.java_kafka import spark_kafka_options
 from baton.compactor.kafka import Changelog, KafkaView
 from baton.compactor.latest import PartitionStats
 from baton.compactor.store import HadoopStore
@@ -71,7 +72,7 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
     before = {app: view.committed(app) for app in config.application_ids}
     ranges = {c.topic: view.offsets(c.topic, c.partitions) for c in changelogs}
     findings: list[Finding] = [f for c in changelogs for f in config_findings(c.topic, view.configs(c.topic))]
-    spark_kafka = {f"kafka.{k}": v for k, v in config.kafka_config.items()}
+    spark_kafka = spark_kafka_options(config.kafka_config)
 
     timings = {"kafka_metadata": time.monotonic() - started}
     mark = time.monotonic()
@@ -238,7 +239,7 @@ def _recompute_audit(
         for plan in plans:
             ranges = {t: {p: (0, o) for (tt, p), o in positions.items() if tt == t} for t in plan.topics}
             inputs = frames.read_kafka(
-                spark, config.bootstrap, ranges, {f"kafka.{k}": v for k, v in config.kafka_config.items()}
+                spark, config.bootstrap, ranges, spark_kafka_options(config.kafka_config)
             )
             topics = [f"{app}-{s}-changelog" for s in plan.stores if f"{app}-{s}-changelog" in app_topics]
             if inputs is None or not topics:

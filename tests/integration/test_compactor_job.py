@@ -6,6 +6,7 @@ click counter example run by real ``baton run`` subprocesses on real input.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
+from batondev import kafka as stack_kafka
 from batondev import spark as spark_jars
 from click.testing import CliRunner
 from confluent_kafka import Producer
@@ -21,6 +23,9 @@ from baton.compactor.cli import compact
 from baton.compactor.cronjob import compactor_identity, compactor_name
 from baton.compactor.job import JobConfig, run
 from baton.compactor.session import session
+from baton.operator.builders import desired_objects
+from baton.operator.builders.env import SASL_PASSWORD_VAR, SASL_USERNAME_VAR
+from baton.operator.spec import StreamApp
 from baton.worker import snapshot
 from baton.worker.stores import RocksDBStore
 from baton.worker.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
@@ -33,6 +38,7 @@ from tests.integration.test_operator_harness import (
     install_crds,
     service_account_kubeconfig,
 )
+from tests.integration.test_security_scram import SECRET, app_with_secret, scram
 
 pytestmark = pytest.mark.integration
 
@@ -336,3 +342,53 @@ def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app( 
     ):
         cannot = kubectl("auth", "can-i", *other, "-n", namespace, who, check=False)
         assert cannot.stdout.strip() == "no", (other, cannot.stdout)
+
+
+def test_the_cronjob_kafka_settings_reach_spark_over_scram(
+    spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+) -> None:
+    """Issue 17: the Job gets the app's SASL settings (the Secret's credentials, librdkafka names,
+    as the operator renders them) and the compactor hands Spark's Java client their Java form;
+    it reads a changelog through the broker's SCRAM-SHA-512 listener."""
+    app = app_with_secret()
+    spec: dict[str, Any] = app.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    spec["compaction"] = {"enabled": True, "snapshotStore": str(tmp_path / "snapshots")}
+    body = {
+        "apiVersion": "baton.dev/v1alpha1",
+        "kind": "StreamApp",
+        "metadata": {"name": app.name, "namespace": app.namespace},
+        "spec": spec,
+    }
+    objects = desired_objects(StreamApp.from_body(body))
+    job = next(o for o in objects if o["kind"] == "CronJob")
+    container = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    # what the kubelet does: Secret values into the variables, then $(VAR) expansion
+    secret = {SASL_USERNAME_VAR: SECRET["username"], SASL_PASSWORD_VAR: SECRET["password"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert {SASL_USERNAME_VAR, SASL_PASSWORD_VAR} <= env.keys()
+    settings = {
+        k: re.sub(r"\$\((\w+)\)", lambda m: secret[m.group(1)], v)
+        for k, v in orjson.loads(env["BATON_KAFKA_CONFIG"]).items()
+    }
+    assert settings["sasl.username"] == SECRET["username"]
+
+    app_id = f"{unique_name}-blue"
+    changelog = new_topic(2, name=f"{app_id}-{STORE}-changelog")
+    producer = Producer(scram(SECRET["username"], SECRET["password"]))
+    latest: dict[bytes, bytes] = {}
+    for i in range(400):
+        key, value = f"k{i % 37}".encode(), str(i).encode()
+        producer.produce(changelog, key=key, value=value, partition=i % 2)
+        latest[key] = value
+    assert producer.flush(30) == 0
+
+    root = str(tmp_path / "snapshots")
+    config = JobConfig(stack_kafka.scram_bootstrap(), [app_id], root, keep=1, kafka_config=settings)
+    report = run(spark, config)
+    assert report["summary"]["records_read"] == 400, report["summary"]
+    got: dict[bytes, bytes] = {}
+    for p in range(2):
+        snap = snapshot.newest(root, app_id, STORE, p)
+        assert snap is not None
+        got.update(snapshot.read(snap))
+    assert got == latest

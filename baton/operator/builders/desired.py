@@ -9,10 +9,11 @@ from typing import Any
 from pydantic.alias_generators import to_camel
 
 from baton.compactor.cronjob import compactor_identity, cronjob
+from baton.operator.builders.env import kafka_client_env
 from baton.operator.builders.pdb import pod_disruption_budget
 from baton.operator.builders.service import headless_service
 from baton.operator.builders.serviceaccount import service_account
-from baton.operator.builders.statefulset import NOT_DEPLOYED, statefulset
+from baton.operator.builders.statefulset import NOT_DEPLOYED, kafka_secret_volumes, statefulset
 from baton.operator.constants import API_VERSION, KIND, Color
 from baton.operator.deploy_record import DeployRecord
 from baton.operator.spec import StreamApp, StreamAppSpec
@@ -77,7 +78,13 @@ def desired_objects(
         ]
     body = _body(app)
     ids = [(runs.get(c) or ColorRun(app)).application_id(c) for c in app.colors]
-    job = cronjob(body, flip_in_progress=flip_in_progress, application_ids=ids)
+    job = cronjob(
+        body,
+        flip_in_progress=flip_in_progress,
+        application_ids=ids,
+        extra_env=kafka_client_env(app),
+        extra_volumes=kafka_secret_volumes(app),
+    )
     if job is not None:
         objects += [*compactor_identity(body), job]
     return objects

@@ -38,6 +38,27 @@ def kafka_config(app: StreamApp) -> dict[str, str]:
     return config
 
 
+def _credentials(app: StreamApp) -> list[dict[str, Any]]:
+    """The SASL credentials from the Secret; they must precede BATON_KAFKA_CONFIG, because
+    $(VAR) expands only earlier variables."""
+    secret = app.spec.kafka.secret_ref
+    if not (app.spec.kafka.uses_sasl and secret is not None):
+        return []
+    return [
+        {"name": var, "valueFrom": {"secretKeyRef": {"name": secret.name, "key": key}}}
+        for var, key in ((SASL_USERNAME_VAR, "username"), (SASL_PASSWORD_VAR, "password"))
+    ]
+
+
+def kafka_client_env(app: StreamApp) -> list[dict[str, Any]]:
+    """What any Pod of the app needs to reach Kafka as the app does (the compactor's Job too)."""
+    return [*_credentials(app), _value("kafka_config", _kafka_config_json(app))]
+
+
+def _kafka_config_json(app: StreamApp) -> str:
+    return json.dumps(kafka_config(app), sort_keys=True, separators=(",", ":"))
+
+
 def worker_env(app: StreamApp, color: Color, generation: int = 0) -> list[dict[str, Any]]:
     """Environment of one color's worker container, in a stable order.
 
@@ -45,12 +66,7 @@ def worker_env(app: StreamApp, color: Color, generation: int = 0) -> list[dict[s
     topic is always the base id's, so it is set explicitly rather than derived by the worker.
     """
     spec = app.spec
-    env: list[dict[str, Any]] = []
-    secret = spec.kafka.secret_ref
-    if spec.kafka.uses_sasl and secret is not None:
-        # Must precede BATON_KAFKA_CONFIG: $(VAR) expands only earlier variables.
-        for var, key in ((SASL_USERNAME_VAR, "username"), (SASL_PASSWORD_VAR, "password")):
-            env.append({"name": var, "valueFrom": {"secretKeyRef": {"name": secret.name, "key": key}}})
+    env = _credentials(app)
     env += [
         _value("topology", spec.topology),
         _value("bootstrap_servers", spec.kafka.bootstrap_servers),
@@ -68,7 +84,7 @@ def worker_env(app: StreamApp, color: Color, generation: int = 0) -> list[dict[s
         _value("write_cache", "true" if spec.worker.write_cache else "false"),
         _value("shutdown_grace_seconds", str(spec.worker.shutdown_grace_seconds)),
         _value("replication_factor", str(spec.kafka.replication_factor)),
-        _value("kafka_config", json.dumps(kafka_config(app), sort_keys=True, separators=(",", ":"))),
+        _value("kafka_config", _kafka_config_json(app)),
     ]
     if spec.upgrade.strategy == "BlueGreen":
         # Under Rolling there is one color and no flip: the worker always emits.

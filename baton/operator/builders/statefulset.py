@@ -101,12 +101,20 @@ def _volumes(app: StreamApp) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     ]
     if spec.state.store == "memory":
         volumes.append({"name": STATE_VOLUME, "emptyDir": {}})
-    secret = spec.kafka.secret_ref
-    if spec.kafka.uses_tls and secret is not None:
-        volumes.append({"name": "kafka-secret", "secret": {"secretName": secret.name, "defaultMode": 0o440}})
-        mounts.append({"name": "kafka-secret", "mountPath": KAFKA_SECRET_DIR, "readOnly": True})
+    tls_volumes, tls_mounts = kafka_secret_volumes(app)
     more_volumes, more_mounts = snapshot_volumes(app)
-    return volumes + more_volumes, mounts + more_mounts
+    return volumes + tls_volumes + more_volumes, mounts + tls_mounts + more_mounts
+
+
+def kafka_secret_volumes(app: StreamApp) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The Secret's CA certificate, where ``ssl.ca.location`` points, for any Pod that talks TLS."""
+    secret = app.spec.kafka.secret_ref
+    if not (app.spec.kafka.uses_tls and secret is not None):
+        return [], []
+    return (
+        [{"name": "kafka-secret", "secret": {"secretName": secret.name, "defaultMode": 0o440}}],
+        [{"name": "kafka-secret", "mountPath": KAFKA_SECRET_DIR, "readOnly": True}],
+    )
 
 
 def pod_template(app: StreamApp, color: Color, generation: int = 0) -> dict[str, Any]:
