@@ -137,3 +137,21 @@ def _int(text: str | None) -> int | None:
         return None if text is None else int(text)
     except ValueError:
         return None
+
+
+MAX_REASONS = 10  # in status: enough to act on, small enough for an object's status
+
+
+def not_compared(audits: dict[str, Any]) -> list[str]:
+    """What the audit could not check, and why: a clean audit that checked nothing must not look clean."""
+    out: list[str] = []
+    recompute_audit = audits.get("recompute") or {}
+    for skipped in recompute_audit.get("skipped") or []:
+        out.append(f"recompute: {skipped}")
+    for app, result in sorted((recompute_audit.get("apps") or {}).items()):
+        if not result.get("compared"):
+            out.append(f"recompute {app}: {result.get('reason', 'not compared')}")
+    for base, result in sorted((audits.get("colors") or {}).items()):
+        if not result.get("compared"):
+            out.append(f"colors {base}: {result.get('reason', 'not compared')}")
+    return out

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from baton.compactor import frames, recompute, retention
-from baton.compactor.audit import Divergence, Finding, config_findings, show
+from baton.compactor.audit import MAX_REASONS, Divergence, Finding, config_findings, not_compared, show
 from baton.compactor.java_kafka import spark_kafka_options
 from baton.compactor.kafka import Changelog, KafkaView
 from baton.compactor.latest import PartitionStats
@@ -120,7 +120,7 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
         "partitions": [r.to_json() for r in results],
         "findings": [f.to_json() for f in findings],
         "audits": audits,
-        "summary": _summary(results, findings),
+        "summary": _summary(results, findings, audits),
     }
     _write_report(store, config, report)
     return report
@@ -330,10 +330,13 @@ def _bytes(raw: Any) -> bytes | None:
     return None if raw is None else bytes(raw)
 
 
-def _summary(results: list[PartitionResult], findings: list[Finding]) -> dict[str, Any]:
+def _summary(
+    results: list[PartitionResult], findings: list[Finding], audits: dict[str, Any]
+) -> dict[str, Any]:
     """The short form for the StreamApp status and metrics."""
     records = sum(r.stats.records for r in results)
     live = sum(r.stats.live_keys for r in results)
+    unchecked = not_compared(audits)
     return {
         "partitions": len(results),
         "snapshots_written": sum(r.written for r in results),
@@ -344,6 +347,8 @@ def _summary(results: list[PartitionResult], findings: list[Finding]) -> dict[st
         "compaction_lag": records - live,
         "findings": len(findings),
         "finding_kinds": sorted({f.kind for f in findings}),
+        "not_compared": len(unchecked),
+        "not_compared_reasons": unchecked[:MAX_REASONS],
     }
 
 

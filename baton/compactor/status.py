@@ -37,6 +37,9 @@ def compaction_status(report: dict[str, Any], finished_at: str, report_uri: str)
         "bytes": summary["bytes"],
         "findings": summary["findings"],
         "findingKinds": list(summary["finding_kinds"]),
+        # reports written before these fields existed have neither
+        "notCompared": summary.get("not_compared", 0),
+        "notComparedReasons": list(summary.get("not_compared_reasons", [])),
     }
 
 

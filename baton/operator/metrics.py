@@ -118,6 +118,12 @@ class OperatorMetrics:
             ["namespace", "name"],
             registry=r,
         )
+        self.compaction_not_compared = Gauge(
+            "baton_operator_compaction_not_compared",
+            "Audits the app's last compaction run could not do (status.compaction.notComparedReasons)",
+            ["namespace", "name"],
+            registry=r,
+        )
         self.compaction_last_run = Gauge(
             "baton_operator_compaction_last_run_timestamp_seconds",
             "When the app's last compaction run finished (Unix time)",
@@ -163,6 +169,7 @@ class OperatorMetrics:
             return
         self.compaction_findings.labels(namespace, name).set(float(compaction.get("findings") or 0))
         self.compaction_lag.labels(namespace, name).set(float(compaction.get("compactionLag") or 0))
+        self.compaction_not_compared.labels(namespace, name).set(float(compaction.get("notCompared") or 0))
         finished = compaction.get("lastRunTime")
         if finished:
             stamp = datetime.datetime.fromisoformat(str(finished).replace("Z", "+00:00")).timestamp()
@@ -176,6 +183,7 @@ class OperatorMetrics:
             self.app_lag,
             self.compaction_findings,
             self.compaction_lag,
+            self.compaction_not_compared,
             self.compaction_last_run,
         ):
             for labels in list(_label_sets(gauge)):

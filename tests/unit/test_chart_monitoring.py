@@ -29,6 +29,8 @@ ALERTS = {
     "BatonDeadLetterRecords",
     "BatonFlipFailed",
     "BatonRestoreStuck",
+    "BatonCompactionIncomplete",
+    "BatonCompactionStale",
 }
 
 
@@ -62,6 +64,7 @@ def test_prometheus_rule_has_the_alerts_with_thresholds_filled_in() -> None:
     assert set(alerts) >= ALERTS
     assert alerts["BatonConsumerLagHigh"]["expr"].endswith("> 777")
     assert alerts["BatonRestoreStuck"]["for"] == "15m"
+    assert alerts["BatonCompactionStale"]["expr"].endswith("> 172800")
     assert "@" not in json.dumps(rule), "a threshold placeholder was left unfilled"
     for alert in alerts.values():
         assert alert["labels"]["severity"] in ("warning", "critical")

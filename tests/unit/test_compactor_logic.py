@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from baton.compactor.audit import MAX_SEGMENT_BYTES, compare, config_findings, show
+from baton.compactor.audit import MAX_SEGMENT_BYTES, compare, config_findings, not_compared, show
 from baton.compactor.cronjob import SNAPSHOT_MOUNT, compactor_identity, cronjob
 from baton.compactor.kafka import store_of
 from baton.compactor.latest import latest_per_key
@@ -253,3 +253,38 @@ def test_status_summary_from_a_report() -> None:
     for bad in ("app", "/app", "ns/", "a/b/c"):
         with pytest.raises(ValueError, match="NAMESPACE/NAME"):
             parse_streamapp(bad)
+
+
+def test_what_the_audit_could_not_compare_is_counted_and_said() -> None:
+    audits = {
+        "recompute": {
+            "skipped": ["subtopology 1: joins a table"],
+            "apps": {"a-blue": {"compared": True}, "a-green": {"compared": False, "reason": "input moved"}},
+        },
+        "colors": {"a": {"compared": False, "reason": "the colors are not at the same input position"}},
+    }
+    reasons = not_compared(audits)
+    assert reasons == [
+        "recompute: subtopology 1: joins a table",
+        "recompute a-green: input moved",
+        "colors a: the colors are not at the same input position",
+    ]
+    assert not_compared({}) == []
+    report = {
+        "seconds": 1.0,
+        "summary": {
+            "partitions": 1,
+            "snapshots_written": 0,
+            "records_read": 0,
+            "live_keys": 0,
+            "compaction_lag": 0,
+            "tombstones": 0,
+            "bytes": 0,
+            "findings": 0,
+            "finding_kinds": [],
+            "not_compared": 3,
+            "not_compared_reasons": reasons,
+        },
+    }
+    status = compaction_status(report, "2026-11-25T10:00:00+00:00", "/r")
+    assert status["notCompared"] == 3 and status["notComparedReasons"] == reasons
