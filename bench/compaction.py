@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from baton.worker import snapshot
-from baton.worker.admin import CHANGELOG_CONFIG
+from baton.worker.admin import CHANGELOG_CONFIG, topic_settings
 from baton.worker.naming import TaskId, changelog_topic
 from baton.worker.restore import RestoreJob, Restorer, TaskRestore
 from baton.worker.stores import RocksDBStore
@@ -66,7 +66,17 @@ def produce_round(bootstrap: str, topic: str, keys: int, round_: int) -> None:
 
 def restore(bootstrap: str, app: str, topic: str, state: Path, store_uri: str | None) -> dict[str, float]:
     """Restore every partition into fresh RocksDB stores; seconds and changelog records replayed."""
-    seed = snapshot.seeder(store_uri, app, lambda s: changelog_topic(app, s)) if store_uri else None
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    seed = (
+        snapshot.seeder(
+            store_uri,
+            app,
+            lambda s: changelog_topic(app, s),
+            lambda t: int(topic_settings(admin, t)["delete.retention.ms"]),
+        )
+        if store_uri
+        else None
+    )
     restorer = Restorer(
         {"bootstrap.servers": bootstrap, "group.id": f"bench-restore-{uuid.uuid4().hex}"}, seed=seed
     )

@@ -27,7 +27,7 @@ from baton.compactor.java_kafka import spark_kafka_options
 from baton.compactor.kafka import Changelog, KafkaView
 from baton.compactor.latest import PartitionStats
 from baton.compactor.store import HadoopStore
-from baton.worker.snapshot import MANIFEST, end_of, partition_dir, snapshot_name
+from baton.worker.snapshot import CHECKED, MANIFEST, end_of, partition_dir, snapshot_name
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +177,9 @@ def _snapshots(
             .parquet(staging)
         )
     for r in results:
+        if not r.written and r.snapshot is not None:
+            # the end has not moved since that snapshot: records after it are younger than this run
+            store.write_text(f"{r.snapshot}/{CHECKED}", json.dumps({"checked_at": created}))
         if r.written:
             assert r.snapshot is not None
             source = f"{staging}/topic={r.topic}/partition={r.partition}"

@@ -11,7 +11,7 @@ import logging
 import time
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 from confluent_kafka.cimpl import NewTopic
 
 from baton.worker.graph import BuiltTopology, SinkNode, SubTopology, reachable
@@ -107,3 +107,10 @@ def ensure_topics(admin: AdminClient, topics: list[NewTopic]) -> None:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
     partition_counts(admin, [t.topic for t in topics])
+
+
+def topic_settings(admin: AdminClient, topic: str, timeout: float = 15.0) -> dict[str, str]:
+    """Every setting of one topic as the broker reports it (defaults included)."""
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout)
+    return {k: c.value for k, c in configs.items() if c.value is not None}

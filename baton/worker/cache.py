@@ -22,6 +22,8 @@ from baton.worker.graph import StoreSpec
 from baton.worker.stores import KeyValueStore
 
 MISSING: Any = object()
+# In the overlay: deleted since the last commit (the persistent store may still hold the key).
+_DELETED: Any = object()
 
 
 class _Dirty:
@@ -38,7 +40,11 @@ class _Dirty:
 
 
 class TaskStore:
-    """The store as processors see it: ``get``/``put`` of objects by serialized key."""
+    """The store as processors see it: ``get``/``put`` of objects by serialized key.
+
+    Putting ``None`` deletes the key, as in Kafka Streams (an aggregator that returns null):
+    the changelog gets a tombstone and downstream gets ``(key, None)``.
+    """
 
     def __init__(
         self,
@@ -70,20 +76,22 @@ class TaskStore:
     def get(self, key: bytes) -> Any:
         """The current value (uncommitted updates included), or ``MISSING``."""
         value = self._overlay.get(key, MISSING)
+        if value is _DELETED:
+            return MISSING
         if value is not MISSING:
             return value
         raw = self.persistent.get(key)
         return MISSING if raw is None else self._deserialize(raw)
 
     def put(self, key_bytes: bytes, key: Any, value: Any) -> None:
-        self._overlay[key_bytes] = value
+        self._overlay[key_bytes] = _DELETED if value is None else value
         if self._caching:
             self._dirty[key_bytes] = _Dirty(key, value, self._ctx)
         else:
             self._log_and_forward(key_bytes, key, value)
 
     def _log_and_forward(self, key_bytes: bytes, key: Any, value: Any) -> None:
-        raw = self._serialize(value)
+        raw = None if value is None else self._serialize(value)
         self._pending[key_bytes] = raw
         self._send(self.changelog_topic, key_bytes, raw, self.partition, self._ctx.timestamp, None)
         self.forward(key, value)

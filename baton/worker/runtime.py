@@ -28,7 +28,7 @@ from types import FrameType
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 from prometheus_client import Gauge
 
 from baton.control.messages import Color
@@ -201,17 +201,23 @@ class Worker:
             except KafkaException as exc:  # not fatal: the assign finds the metadata itself, only later
                 log.warning("topic metadata not read", extra={"topic": topic, "error": str(exc)})
 
-    def _topic_size_limit(self, topic: str) -> int | None:
-        """The topic's max.message.bytes (cached), after the broker refused a record batch as too large."""
-        if topic not in self._size_limits:
+    def _topic_setting(self, topic: str, name: str) -> int | None:
+        """One integer setting of a topic (cached per topic); None, logged, if it cannot be read."""
+        if topic not in self._topic_configs:
             try:
-                resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-                configs = self._admin.describe_configs([resource], request_timeout=10)[resource].result(15)
-                self._size_limits[topic] = int(configs["max.message.bytes"].value)
-            except Exception as exc:  # unknown: nothing is refused by size, the commit fails as before
-                log.warning("max.message.bytes unknown", extra={"topic": topic, "error": str(exc)})
+                self._topic_configs[topic] = admin.topic_settings(self._admin, topic)
+            except Exception as exc:
+                log.warning(
+                    "topic settings unknown", extra={"topic": topic, "setting": name, "error": str(exc)}
+                )
                 return None
-        return self._size_limits[topic]
+        value = self._topic_configs[topic].get(name)
+        return int(value) if value is not None else None
+
+    def _topic_size_limit(self, topic: str) -> int | None:
+        """The topic's max.message.bytes, after the broker refused a record batch as too large
+        (unknown: nothing is refused by size, the commit fails as before)."""
+        return self._topic_setting(topic, "max.message.bytes")
 
     def _producer_config(self) -> dict[str, Any]:
         conf: dict[str, Any] = {
@@ -255,7 +261,9 @@ class Worker:
         self.consumer = Consumer(self._consumer_config())
         self._warm_metadata()
         self._admin = AdminClient(self._base())
-        self._size_limits: dict[str, int] = {}  # topic -> max.message.bytes, read after a size error
+        # topic -> its settings, read when needed (max.message.bytes after a size error,
+        # delete.retention.ms before a restore from a snapshot)
+        self._topic_configs: dict[str, dict[str, str]] = {}
         self.membership = Membership(
             self._group_settings(),
             self._membership_config(),
@@ -310,7 +318,10 @@ class Worker:
         if not self.config.snapshot_store:
             return None
         return snapshot.seeder(
-            self.config.snapshot_store, self.app, lambda store: changelog_topic(self.app, store)
+            self.config.snapshot_store,
+            self.app,
+            lambda store: changelog_topic(self.app, store),
+            lambda topic: self._topic_setting(topic, "delete.retention.ms"),
         )
 
     def _install_signals(self) -> None:

@@ -23,10 +23,13 @@ URIs (s3a://, hdfs://) need a filesystem behind ``_local`` and are refused clear
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -36,6 +39,11 @@ from baton.worker.stores import KeyValueStore
 log = logging.getLogger(__name__)
 
 MANIFEST = "_baton.json"
+# Written by each later compactor run that found the changelog's end still at end_offset:
+# {"checked_at": <that run's start>}. Records after end_offset are younger than it.
+CHECKED = "_checked.json"
+# Clock skew between the compactor's and the worker's machines that the horizon tolerates.
+SKEW_MARGIN_S = 300.0
 PREFIX = "snapshot-"
 BATCH = 10_000
 
@@ -98,6 +106,36 @@ def snapshots(root: str, application_id: str, store: str, partition: int) -> lis
     return sorted(out, key=lambda s: s.end_offset, reverse=True)
 
 
+def fresh_as_of(snap: Snapshot) -> float | None:
+    """Unix time before which no changelog record after ``end_offset`` was written, if known.
+
+    The job takes end offsets after it starts, so every record at or after ``end_offset``
+    was written after ``created_at``; a later run that found the same end says the same
+    from its own start (``_checked.json``).
+    """
+    stamps = [snap.manifest.get("created_at")]
+    checked = snap.path / CHECKED
+    if checked.is_file():
+        with contextlib.suppress(OSError, ValueError):  # unreadable: the manifest's own time holds
+            stamps.append(json.loads(checked.read_text()).get("checked_at"))
+    times = [datetime.fromisoformat(str(s).replace("Z", "+00:00")).timestamp() for s in stamps if s]
+    return max(times) if times else None
+
+
+def within_tombstone_horizon(snap: Snapshot, delete_retention_ms: int | None, now: float) -> bool:
+    """Whether every tombstone written after the snapshot is surely still in the changelog.
+
+    The snapshot leaves out keys deleted before ``end_offset``; a key deleted after it is
+    deleted again by replaying its tombstone. The log cleaner may drop a tombstone once
+    ``delete.retention.ms`` has passed, and with it the last trace of the delete: a restore
+    from an older snapshot would bring the key back. Unknown retention or age: not usable.
+    """
+    fresh = fresh_as_of(snap)
+    if delete_retention_ms is None or fresh is None:
+        return False
+    return now - fresh < delete_retention_ms / 1000 - SKEW_MARGIN_S
+
+
 def newest(
     root: str, application_id: str, store: str, partition: int, *, low: int = 0, high: int | None = None
 ) -> Snapshot | None:
@@ -138,12 +176,16 @@ def load_into(store: KeyValueStore, snap: Snapshot, batch: int = BATCH) -> int:
 
 
 def seeder(
-    root: str, application_id: str, changelog: Callable[[str], str]
+    root: str,
+    application_id: str,
+    changelog: Callable[[str], str],
+    delete_retention_ms: Callable[[str], int | None],
 ) -> Callable[[Any, int, int], int | None]:
     """For the restore thread: ``seed(job, low, high)`` loads the newest usable snapshot, returns its offset.
 
     ``job`` is a ``restore.RestoreJob`` of a store with no checkpoint; jobs that do not read
-    the store's own changelog (tables read from a source topic) are left alone.
+    the store's own changelog (tables read from a source topic) are left alone. A snapshot
+    past the changelog's tombstone horizon (:func:`within_tombstone_horizon`) is not used.
     """
 
     def seed(job: Any, low: int, high: int) -> int | None:
@@ -152,6 +194,21 @@ def seeder(
         try:
             snap = newest(root, application_id, job.store_name, job.partition, low=low, high=high)
             if snap is None:
+                return None
+            retention = delete_retention_ms(job.topic)
+            if not within_tombstone_horizon(snap, retention, time.time()):
+                log.warning(
+                    "snapshot too old to restore from: deletes after it may be gone from the changelog; "
+                    "restoring from the changelog alone",
+                    extra={
+                        "task": str(job.task),
+                        "store": job.store_name,
+                        "partition": job.partition,
+                        "snapshot": str(snap.path),
+                        "fresh_as_of": fresh_as_of(snap),
+                        "delete_retention_ms": retention,
+                    },
+                )
                 return None
             loaded = load_into(job.store, snap)
         except Exception:  # a bad snapshot must never stop a restore: the changelog alone is enough

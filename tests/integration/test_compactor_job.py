@@ -392,3 +392,88 @@ def test_the_cronjob_kafka_settings_reach_spark_over_scram(
         assert snap is not None
         got.update(snapshot.read(snap))
     assert got == latest
+
+
+RESETTING = str(Path(__file__).resolve().parents[1] / "fixtures" / "resetting_counter.py")
+
+
+def test_a_snapshot_older_than_the_tombstone_horizon_never_resurrects_a_deleted_key(
+    spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+) -> None:
+    """Issue 17: keys deleted after a snapshot exist only as tombstones, which the log cleaner
+    removes after delete.retention.ms (1 s here). Once it has, replaying the changelog after
+    the snapshot cannot delete them: the worker must not restore from that snapshot."""
+    app_id = unique_name
+    clicks, counts = new_topic(2), new_topic(2)
+    changelog = new_topic(
+        2,
+        name=f"{app_id}-{STORE}-changelog",
+        config={
+            "cleanup.policy": "compact",
+            "delete.retention.ms": "1000",
+            "segment.ms": "200",
+            "min.cleanable.dirty.ratio": "0.01",
+            "min.compaction.lag.ms": "0",
+        },
+    )
+    root = str(tmp_path / "snapshots")
+
+    def worker(state: str, env: dict[str, str] | None = None) -> WorkerProcess:
+        return WorkerProcess(
+            RESETTING,
+            bootstrap=kafka_bootstrap,
+            application_id=app_id,
+            state_dir=tmp_path / state,
+            log_path=tmp_path / f"{state}.log",
+            instance_id="w",
+            extra_args=["--no-write-cache"],
+            env={"CLICKS_TOPIC": clicks, "COUNTS_TOPIC": counts, **(env or {})},
+        )
+
+    def send(users: list[str], reset: bool = False) -> None:
+        value = {"reset": True} if reset else {}
+        produce(kafka_bootstrap, clicks, [(u.encode(), orjson.dumps(value)) for u in users])
+
+    def store_state() -> dict[bytes, bytes]:
+        content: dict[bytes, bytes] = {}
+        for p in range(2):
+            db = RocksDBStore(tmp_path / "b" / app_id / f"0_{p}" / STORE)
+            try:
+                content.update(db.items())
+            finally:
+                db.close()
+        return content
+
+    users = [f"u{i}" for i in range(10)]
+    a = worker("a").start()
+    a.wait_ready()
+    send(users * 3)
+    wait_for(lambda: len(read_all(kafka_bootstrap, changelog)) >= 30, 60, "changelog of 30 updates")
+    assert a.stop() == 0
+    run(spark, JobConfig(kafka_bootstrap, [app_id], root, keep=1))
+    snaps = [snapshot.newest(root, app_id, STORE, p) for p in range(2)]
+    assert sum(s.records for s in snaps if s is not None) == 10
+
+    a.start()
+    a.wait_ready()
+    send(users[:5], reset=True)  # deleted after the snapshot: tombstones in the changelog
+
+    def tombstones_cleaned() -> bool:
+        send(["filler"])  # new records roll segments, so the tombstones' segment gets cleaned
+        records = read_all(kafka_bootstrap, changelog)
+        return bool(records) and not any(r.value is None for r in records)
+
+    wait_for(tombstones_cleaned, 120, "the log cleaner to drop the tombstones", 1)
+    assert a.stop() == 0
+    remaining = {r.key for r in read_all(kafka_bootstrap, changelog)}
+    assert not {u.encode() for u in users[:5]} & remaining, "the deletes left no trace in the changelog"
+
+    b = worker("b", env={"BATON_SNAPSHOT_STORE": root}).start()
+    b.wait_ready()
+    assert b.stop() == 0
+    refused = [line for line in b.logs() if str(line.get("msg", "")).startswith("snapshot too old")]
+    assert len(refused) == 2, [line.get("msg") for line in b.logs()]
+    assert not [line for line in b.logs() if line.get("msg") == "store loaded from snapshot"]
+    content = store_state()
+    assert {k.decode() for k in content} == {*users[5:], "filler"}, sorted(content)
+    assert all(orjson.loads(content[u.encode()]) == 3 for u in users[5:])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -288,3 +289,37 @@ def test_what_the_audit_could_not_compare_is_counted_and_said() -> None:
     }
     status = compaction_status(report, "2026-11-25T10:00:00+00:00", "/r")
     assert status["notCompared"] == 3 and status["notComparedReasons"] == reasons
+
+
+def test_a_snapshot_past_the_tombstone_horizon_is_not_restored_from(tmp_path: Path) -> None:
+    """Deletes after a snapshot live only as tombstones, which the log cleaner drops after
+    delete.retention.ms: a restore from a snapshot older than that could bring keys back."""
+    folder = Path(snapshot.partition_dir(str(tmp_path), "app", "s", 0)) / snapshot.snapshot_name(10)
+    folder.mkdir(parents=True)
+    (folder / snapshot.MANIFEST).write_text(
+        json.dumps(
+            {
+                "topic": "t",
+                "partition": 0,
+                "end_offset": 10,
+                "records": 1,
+                "created_at": "2026-11-25T00:00:00+00:00",
+            }
+        )
+    )
+    snap = snapshot.snapshots(str(tmp_path), "app", "s", 0)[0]
+    made = datetime.fromisoformat("2026-11-25T00:00:00+00:00").timestamp()
+    day_ms = 86_400_000
+    assert snapshot.within_tombstone_horizon(snap, day_ms, made + 3600)
+    assert not snapshot.within_tombstone_horizon(snap, day_ms, made + 86_400 - 60)  # inside the skew margin
+    assert not snapshot.within_tombstone_horizon(snap, 1000, made + 2)  # a 1 s retention never allows one
+    assert not snapshot.within_tombstone_horizon(snap, None, made)  # retention unknown
+    # a later run that found the same end vouches from its own start
+    (folder / snapshot.CHECKED).write_text(json.dumps({"checked_at": "2026-11-26T00:00:00+00:00"}))
+    assert snapshot.fresh_as_of(snap) == made + 86_400
+    assert snapshot.within_tombstone_horizon(snap, day_ms, made + 86_400 + 3600)
+    (folder / snapshot.CHECKED).write_text("{not json")
+    assert snapshot.fresh_as_of(snap) == made
+    _manifest(Path(snapshot.partition_dir(str(tmp_path), "other", "s", 0)) / snapshot.snapshot_name(5), 5)
+    old = snapshot.snapshots(str(tmp_path), "other", "s", 0)[0]
+    assert snapshot.fresh_as_of(old) is None and not snapshot.within_tombstone_horizon(old, day_ms, made)

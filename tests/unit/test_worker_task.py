@@ -244,3 +244,36 @@ def test_tasks_group_partitions_by_subtopology() -> None:
     tasks = tasks_for([("a", 1), ("b", 1), ("a", 0), ("r", 0)], {"a": 0, "b": 0, "r": 1})
     assert tasks == {TaskId(0, 0): [("a", 0)], TaskId(0, 1): [("a", 1), ("b", 1)], TaskId(1, 0): [("r", 0)]}
     assert str(TaskId(1, 3)) == "1_3" and TaskId.parse("1_3") == TaskId(1, 3)
+
+
+def deleting_counter() -> Topology:
+    """Counts per user; a click with ``{"reset": true}`` deletes the user's count."""
+    t = Topology()
+    (
+        t.stream("clicks", key=STR, value=JSON)
+        .group_by_key()
+        .aggregate(lambda: 0, lambda _k, v, n: None if v.get("reset") else n + 1, store="counts")
+        .to_stream()
+        .to("out")
+    )
+    return t
+
+
+@pytest.mark.parametrize("caching", [False, True])
+def test_an_aggregator_returning_none_deletes_the_key(caching: bool) -> None:
+    """As in Kafka Streams: a tombstone in the changelog and downstream; the count restarts."""
+    task, sent, _dead, stores = make_task(deleting_counter(), caching=caching)
+    task.process(click(0, "a"))
+    task.process(click(1, "a"))
+    task.flush()
+    task.committed_ok({("app-counts-changelog", 0): 2})
+    assert stores["counts"].get(b"a") == b"2"
+    task.process(click(2, "a", {"user_id": "a", "reset": True}))
+    assert task.stores["counts"].get(b"a") is MISSING
+    task.flush()
+    assert sent.to("app-counts-changelog")[-1] == (b"a", None) and sent.to("out")[-1] == (b"a", None)
+    task.committed_ok({("app-counts-changelog", 0): 3})
+    assert stores["counts"].get(b"a") is None
+    task.process(click(3, "a"))
+    task.flush()
+    assert sent.to("out")[-1] == (b"a", b"1")
