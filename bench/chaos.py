@@ -2,7 +2,7 @@
 
     python bench/chaos.py [--duration 300] [--rate 50] [--fault-interval 10] [--deploys 2]
                           [--rollbacks 1] [--replicas 2] [--standby 1]
-                          [--state-migration Reuse|Rebuild] [--json PATH]
+                          [--state-migration Reuse,Rebuild] [--json PATH]
 
 On the local stack (``dev/stack up``): a fresh namespace with the CRDs, ``baton operator``
 as a subprocess, the pod runner, and the click counter as a StreamApp (exactly-once, write
@@ -49,9 +49,9 @@ def _args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument(
         "--state-migration",
-        choices=["Reuse", "Rebuild"],
-        default="Reuse",
-        help="spec.upgrade.stateMigration: Rebuild gives every deploy's idle color empty state",
+        default="Reuse,Rebuild",
+        help="spec.upgrade.stateMigration per deploy, in turn (comma-separated Reuse/Rebuild): "
+        "Rebuild gives the deploy's idle color a new, empty application id generation",
     )
     p.add_argument("--json", type=Path, default=None, help="Where to write the JSON report")
     return p.parse_args()
@@ -74,7 +74,7 @@ def main() -> int:
         standby_replicas=args.standby,
         partitions=args.partitions,
         seed=args.seed,
-        state_migration=args.state_migration,
+        state_migrations=tuple(args.state_migration.split(",")),
         ready_timeout_s=600,
         catch_up_timeout_s=600,
     )

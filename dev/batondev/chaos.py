@@ -76,9 +76,10 @@ class ChaosConfig:
     standby_replicas: int = 1
     partitions: int = 4
     seed: int = 7
-    # Rebuild: every deploy gives the idle color a new application id generation (empty state,
-    # input from offset 0) that must catch up silently and emit nothing twice.
-    state_migration: str = "Reuse"
+    # spec.upgrade.stateMigration of deploy i is state_migrations[i % len]. Rebuild gives the
+    # idle color a new application id generation (empty state, input from offset 0) that must
+    # catch up silently and emit nothing twice.
+    state_migrations: tuple[str, ...] = ("Reuse",)
     # Every second deploy also gets the operator SIGKILLed mid-deploy (Promoting or Flipping):
     # it must pick the deploy up from status.deploy and never flip twice.
     operator_restart_in_deploy: bool = True
@@ -248,7 +249,7 @@ class Chaos:
             replicas=cfg.replicas,
             standby_replicas=cfg.standby_replicas,
             env={VERSION_VAR: "v1"},
-            state_migration=cfg.state_migration,
+            state_migration=cfg.state_migrations[0],
         )
         ctx = _Context(
             cfg,
@@ -496,6 +497,9 @@ def _deploy(ctx: _Context) -> Event:
     before = _active_color(ctx)
     target: Color = "green" if before == "blue" else "blue"
     e2e.set_env(ctx.body, VERSION_VAR, version)
+    migrations = ctx.cfg.state_migrations
+    migration = migrations[(ctx.version - 2) % len(migrations)]  # v2 is the first deploy
+    ctx.body["spec"]["upgrade"]["stateMigration"] = migration
     ctx.kubectl.apply(ctx.body)
     seen: list[str] = []
     mid_deploy_restart = ctx.cfg.operator_restart_in_deploy and ctx.version % 2 == 1  # v3, v5, ...
@@ -519,7 +523,7 @@ def _deploy(ctx: _Context) -> Event:
         "deploy",
         f"{VERSION_VAR}={version}",
         0,
-        detail=f"operator flipped {before} -> {target} ({app_id}; {' -> '.join(seen)})",
+        detail=f"{migration}: operator flipped {before} -> {target} ({app_id}; {' -> '.join(seen)})",
     )
 
 
