@@ -43,7 +43,10 @@ def test_refused_output_goes_to_the_dlq_and_the_rest_is_exact(
     produce(kafka_bootstrap, source, records)
     worker = WorkerProcess(
         TOPOLOGY, bootstrap=kafka_bootstrap, application_id=unique_name, state_dir=tmp_path / "s",
-        log_path=tmp_path / "w.log", guarantee=guarantee, env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
+        log_path=tmp_path / "w.log", guarantee=guarantee, env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink,
+        # at-least-once commits every 30 s by default (Kafka Streams' value): each of the two
+        # commits that see the refusal would wait that long
+        "BATON_COMMIT_INTERVAL_MS": "1000"},
     ).start()  # fmt: skip
     try:
         dlq = f"{unique_name}-dlq"
