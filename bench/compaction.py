@@ -1,6 +1,6 @@
 """Compaction throughput and restore time with and without a snapshot.
 
-    python bench/compaction.py [--bootstrap 127.0.0.1:39092] [--keys 1000000] [--updates 5]
+    python bench/compaction.py [--bootstrap 127.0.0.1:29092] [--keys 1000000] [--updates 5]
                                [--json bench/compaction.json]
 
 A changelog of ``keys x updates`` records (8 partitions, as a worker writes it: key, value
@@ -109,7 +109,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:39092"))
+    parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:29092"))
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--updates", type=int, default=5)
     parser.add_argument("--master", default="local[2]")

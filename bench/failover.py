@@ -1,6 +1,6 @@
 """Failover with 0, 1 and 2 standbys, 3 and 6 workers: which tasks are promoted, and how fast each resumes.
 
-    python bench/failover.py [--bootstrap 127.0.0.1:39092] [--keys 10000000] [--partitions 12]
+    python bench/failover.py [--bootstrap 127.0.0.1:29092] [--keys 10000000] [--partitions 12]
                              [--workers 3 6] [--standbys 0 1 2] [--trials 3] [--json PATH]
 
 For each worker count and ``num.standby.replicas``: start the click-counter workers
@@ -320,7 +320,7 @@ def _table(settings: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:39092"))
+    parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:29092"))
     parser.add_argument("--keys", type=int, default=10_000_000)
     parser.add_argument("--partitions", type=int, default=12)
     parser.add_argument("--trials", type=int, default=3)

@@ -1,6 +1,6 @@
 """Blue-green flips under steady input: pause per flip, the largest output gap, end-to-end latency.
 
-    python bench/flip.py [--bootstrap 127.0.0.1:39092] [--flips 10] [--rate 2000] [--json PATH]
+    python bench/flip.py [--bootstrap 127.0.0.1:29092] [--flips 10] [--rate 2000] [--json PATH]
 
 One worker per color runs the click counter (write cache off, exactly-once) on the real
 broker; `baton.control.coordinator.flip` flips back and forth while input arrives at a
@@ -184,7 +184,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--bootstrap", default="127.0.0.1:39092")
+    parser.add_argument("--bootstrap", default="127.0.0.1:29092")
     parser.add_argument("--flips", type=int, default=10)
     parser.add_argument("--rate", type=int, default=2000, help="input records per second")
     parser.add_argument("--spacing", type=float, default=3.0, help="seconds between flips")

@@ -1,6 +1,6 @@
 """Scale-out under steady input: a 4th worker joins 3; how long does any partition's output pause?
 
-    python bench/scaleout.py [--bootstrap 127.0.0.1:39092] [--keys 2000000] [--partitions 12]
+    python bench/scaleout.py [--bootstrap 127.0.0.1:29092] [--keys 2000000] [--partitions 12]
                              [--rate 1200] [--standbys 0 1] [--json PATH]
 
 Two ways to hand the newcomer its share, side by side, for each standby setting:
@@ -237,7 +237,7 @@ def _table(results: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:39092"))
+    parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:29092"))
     parser.add_argument("--keys", type=int, default=2_000_000)
     parser.add_argument("--partitions", type=int, default=12)
     parser.add_argument("--rate", type=int, default=1200, help="steady input, records/s over all partitions")

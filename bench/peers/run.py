@@ -1,6 +1,6 @@
 """The click counter on Baton, Quix Streams, Faust and Kafka Streams: one input, one broker, one table.
 
-    python bench/peers/run.py [--bootstrap 127.0.0.1:39092] [--events 2000000] [--users 100000]
+    python bench/peers/run.py [--bootstrap 127.0.0.1:29092] [--events 2000000] [--users 100000]
                               [--systems baton,quix,faust,kstreams]
                               [--guarantees at_least_once,exactly_once] [--json bench/peers/results.json]
                               [--resume]
@@ -542,7 +542,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:39092"))
+    parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:29092"))
     parser.add_argument("--events", type=int, default=2_000_000)
     parser.add_argument("--users", type=int, default=100_000)
     parser.add_argument("--systems", default="baton,quix,faust,kstreams")

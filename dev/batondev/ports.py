@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-BASE = int(os.environ.get("BATON_PORT_BASE", "39090"))
+BASE = int(os.environ.get("BATON_PORT_BASE", "29090"))
 
 KAFKA = BASE + 2  # PLAINTEXT listener
 KAFKA_CONTROLLER = BASE + 3

@@ -28,7 +28,7 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-PORT_BASE = 46400  # away from the shared stack's (39090) so both brokers run side by side
+PORT_BASE = 26400  # away from the shared stack's (29090) so both brokers run side by side
 
 LAG = """
 import sys, time
