@@ -93,6 +93,7 @@ class Inputs:
     views: dict[Color, ColorView]
     now: float
     control_active: Color | None = None  # the control topic's active color, when read
+    control_epoch: int | None = None  # the epoch of the state in force there, when read
     # partitions the old active still owes below the cut of the flip in force (control topic):
     # until they drain, no flip runs and the idle color keeps its revision and generation
     draining: tuple[str, ...] = ()
@@ -164,9 +165,9 @@ def plan(inp: Inputs) -> Plan:
             s.clear.append(ANNOTATION_ROLLBACK)
         _rolling(s)
         return _finish(s)
-    _control_topic(s)
     if inp.flip is not None:
         _flip_ended(s, inp.flip)
+    _control_topic(s)
     if inp.draining and not inp.flip_running:
         # A new flip now would drop what the old active still owes (lost records), and a new
         # revision under Rebuild would restart it from offset 0 (records emitted twice): wait.
@@ -235,9 +236,17 @@ def _became_active(s: _Step, to: Color, how: str) -> None:
 
 
 def _control_topic(s: _Step) -> None:
-    """The control topic is the truth about who is active: follow flips made elsewhere."""
-    seen = s.inp.control_active
-    if seen is None or seen == s.active or s.inp.flip is not None:
+    """The control topic is the truth about who is active: follow flips made elsewhere.
+
+    A read older than the flip that just ended says nothing about it (it may predate the
+    commit). A newer one wins over that flip's outcome: when our flip aborted while a
+    ``baton flip`` by hand committed, the app is on the other color all the same, and
+    taking it for idle would rebuild the active color (found by the model check).
+    """
+    seen, flip = s.inp.control_active, s.inp.flip
+    if seen is None or seen == s.active:
+        return
+    if flip is not None and (s.inp.control_epoch is None or s.inp.control_epoch < flip.epoch):
         return
     if s.rec.flip_to == seen:
         _became_active(s, seen, "(the flip committed before the operator could record it)")

@@ -282,6 +282,7 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
             views=_views(app, sts, record, runs, lag),
             now=time.time(),
             control_active=view.control.active if view is not None and view.control is not None else None,
+            control_epoch=view.control.epoch if view is not None and view.control is not None else None,
             draining=view.control.draining if view is not None and view.control is not None else (),
             promote=_flag(body, ANNOTATION_PROMOTE),
             rollback=_flag(body, ANNOTATION_ROLLBACK),

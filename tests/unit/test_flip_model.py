@@ -43,6 +43,19 @@ On the fixes while they were being written:
   offset 0, the operator gets a new revision and rebuilds blue (Rebuild) before the drain,
   and the rebuilt blue emits offset 0 again.
 
+After the fixes, in a clean-clone run of the unit suite (random seed, 1,500 examples), it
+found a hole in the operator's deploy machine: the operator's own flip aborts while a flip
+by hand commits, and the pass that learns of the abort ignored the control topic::
+
+    produce(1); operator: rollback -> prepare(green), epoch 1; green reports, gives up (Abort 1)
+    baton flip --to green: prepare(epoch 2), both report -> commit, green active, emits 0
+    operator (new revision, Rebuild): still thinks blue is active -> rebuilds green, the
+    ACTIVE color, from offset 0 -> offset 0 emitted twice by green
+
+Fixed in ``deploy._control_topic``: a control-topic read at an epoch at or past the ended
+flip's wins over its outcome (``Inputs.control_epoch``); regression test in
+tests/unit/test_operator_deploy.py.
+
 The longer run: ``BATON_MODEL_EXAMPLES=20000 pytest --timeout=0 tests/unit/test_flip_model.py``
 (passed in 413 s on the 2-core dev machine, 2026-11-25; 50,000 examples take over 15 minutes,
 past pytest's default timeout, hence ``--timeout=0``); the unit suite runs 1,500 (15-27 s).
@@ -244,6 +257,7 @@ class FlipModel(RuleBasedStateMachine):
             views=views,
             now=self.now / 1000,
             control_active=gate.state.active,
+            control_epoch=gate.state.epoch,
             draining=tuple(f"{t}:{p}" for t, p in gate.undrained()),
             rollback=rollback,
             flip_running=self.attempt is not None and self.attempt.by_operator,

@@ -225,6 +225,25 @@ def test_an_external_flip_is_followed() -> None:
     assert fresh.active == "green"
 
 
+def test_our_flip_aborted_while_a_flip_by_hand_committed_follows_the_control_topic() -> None:
+    """Found by the model check (tests/unit/test_flip_model.py): the operator's rollback flip
+    to green aborts, a ``baton flip --to green`` by hand commits at the next epoch, and the
+    pass that learns of the abort also reads green at that epoch. Taking blue for active, a
+    Rebuild deploy then gave green, the active color, a new generation from offset 0."""
+    up = UP.model_copy(update=dict(state_migration="Rebuild"))
+    p = step(stable(), 0, upgrade=up, rollback=True)
+    aborted = FlipOutcome("green", False, 1, reason="a worker gave up")
+    p = step(p, 1, upgrade=up, flip=aborted, control_active="green", control_epoch=2)
+    assert p.active == "green" and "ExternalFlip" in reasons(p)
+    p = step(p, 2, revision="r2", upgrade=up, control_active="green", control_epoch=2)
+    assert p.record.colors["green"].generation == 0, "the active color must never be rebuilt"
+    assert p.record.colors["blue"].revision == "r2" and p.record.colors["blue"].generation == 1
+    # a control read older than the flip that just ended says nothing about it
+    q = step(stable(), 0, upgrade=up, rollback=True)
+    q = step(q, 1, upgrade=up, flip=FlipOutcome("green", True, 3), control_active="blue", control_epoch=2)
+    assert q.active == "green" and "ExternalFlip" not in reasons(q)
+
+
 def test_spec_changes_during_a_deploy_supersede_or_cancel_it() -> None:
     p = step(stable(), 0, revision="r2", views={"blue": READY, "green": NOT_READY})
     p = step(p, 5, revision="r3", views={"blue": READY, "green": NOT_READY})
