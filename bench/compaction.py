@@ -1,14 +1,16 @@
-"""Compaction throughput and restore time with and without a snapshot.
+"""Compaction throughput, incremental runs, and restore time with and without a snapshot.
 
-    python bench/compaction.py [--bootstrap 127.0.0.1:29092] [--keys 1000000] [--updates 5]
-                               [--json bench/compaction.json]
+    python bench/compaction.py [--bootstrap 127.0.0.1:29092] [--keys 2000000] [--updates 5]
+                               [--more 1000000] [--json bench/compaction.json]
 
 A changelog of ``keys x updates`` records (8 partitions, as a worker writes it: key, value
-bytes) is produced in two parts: ``updates - 1`` rounds, then the job snapshots it, then the
-last round. So a restore without a snapshot replays every record, and one with the
-snapshot loads ``keys`` pairs and replays only the last round. Restores use the worker's
-own restore thread (``baton.worker.restore.Restorer``) into RocksDB stores, the path a
-worker takes; the snapshot is read with pyarrow if installed, else ``parquet_plain``.
+bytes) is snapshotted by a first run. Then ``more`` records (new values of the first
+``more`` keys) are produced and a second run builds on the first snapshot: it reads only
+those. For comparison, a run into an empty store reads the same changelog whole. Then
+``more`` records again, and the restores: without a snapshot a restore replays every
+record; with one it loads ``keys`` pairs and replays only the last ``more``. Restores use
+the worker's own restore thread (``baton.worker.restore.Restorer``) into RocksDB stores,
+the path a worker takes.
 
 Compaction throughput is changelog records read per second of the job (Spark session
 start excluded; it is reported separately). PySpark runs in local mode on this machine's
@@ -110,9 +112,14 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:29092"))
-    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--keys", type=int, default=2_000_000)
     parser.add_argument("--updates", type=int, default=5)
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--more", type=int, default=1_000_000, help="records between the runs")
+    parser.add_argument(
+        "--master",
+        default="local[2]",
+        help="local[N], or spark://... (the stack's cluster: spark://127.0.0.1:29120)",
+    )
     parser.add_argument("--json", type=Path, default=Path(__file__).with_name("compaction.json"))
     args = parser.parse_args()
 
@@ -130,33 +137,46 @@ def main() -> None:
     results: dict[str, Any] = {
         "keys": args.keys,
         "updates": args.updates,
+        "more": args.more,
         "partitions": PARTITIONS,
         "master": args.master,
         "cpus": os.cpu_count(),
     }
     try:
         started = time.monotonic()
-        for round_ in range(args.updates - 1):
+        for round_ in range(args.updates):
             produce_round(args.bootstrap, topic, args.keys, round_)
         results["produce_seconds"] = round(time.monotonic() - started, 2)
 
         started = time.monotonic()
+        if args.master.startswith("spark://"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the stack's cluster listens there
+            if args.master == spark_jars.master_url():
+                spark_jars.cluster_up()
         spark = session(args.master, spark_jars.jars(), app_name="baton-bench-compaction")
         results["spark_start_seconds"] = round(time.monotonic() - started, 2)
         store_uri = str(work / "snapshots")
-        started = time.monotonic()
-        report = run(spark, JobConfig(args.bootstrap, [app], store_uri))
-        seconds = time.monotonic() - started
+
+        def compact(root: str) -> dict[str, Any]:
+            started = time.monotonic()
+            report = run(spark, JobConfig(args.bootstrap, [app], root))
+            seconds = time.monotonic() - started
+            read = report["summary"]["records_read"]
+            return {
+                "records_read": read,
+                "live_keys": report["summary"]["live_keys"],
+                "plans": sorted({p["plan"] for p in report["partitions"]}),
+                "seconds": round(seconds, 2),
+                "records_per_second": round(read / seconds),
+                "timings": report["timings"],
+            }
+
+        results["compaction"] = compact(store_uri)
+        produce_round(args.bootstrap, topic, args.more, args.updates)
+        results["incremental"] = compact(store_uri)
+        results["full_reread"] = compact(str(work / "from-scratch"))
         spark.stop()
-        read = report["summary"]["records_read"]
-        results["compaction"] = {
-            "records_read": read,
-            "live_keys": report["summary"]["live_keys"],
-            "seconds": round(seconds, 2),
-            "records_per_second": round(read / seconds),
-            "timings": report["timings"],
-        }
-        produce_round(args.bootstrap, topic, args.keys, args.updates - 1)
+        produce_round(args.bootstrap, topic, args.more, args.updates + 1)
 
         results["restore_without_snapshot"] = restore(args.bootstrap, app, topic, work / "plain", None)
         results["restore_with_snapshot"] = restore(args.bootstrap, app, topic, work / "seeded", store_uri)
@@ -164,15 +184,22 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
         admin.delete_topics([topic])[topic].result(30)
 
-    c, plain, seeded = (
+    c, inc, whole, plain, seeded = (
         results["compaction"],
+        results["incremental"],
+        results["full_reread"],
         results["restore_without_snapshot"],
         results["restore_with_snapshot"],
     )
     rows = [
         ("changelog records", f"{args.keys * args.updates:,} ({args.keys:,} keys x {args.updates})"),
-        ("compaction: records read", f"{c['records_read']:,} in {c['seconds']} s"),
-        ("compaction throughput", f"{c['records_per_second']:,} records/s"),
+        ("first run: records read", f"{c['records_read']:,} in {c['seconds']} s"),
+        ("first run throughput", f"{c['records_per_second']:,} records/s"),
+        (
+            f"incremental run after {args.more:,} more",
+            f"{inc['records_read']:,} read + {c['live_keys']:,} snapshot rows in {inc['seconds']} s",
+        ),
+        ("same changelog read whole", f"{whole['records_read']:,} read in {whole['seconds']} s"),
         ("spark session start", f"{results['spark_start_seconds']} s"),
         ("restore without snapshot", f"{plain['seconds']} s, {plain['replayed']:,} records replayed"),
         (
@@ -185,6 +212,8 @@ def main() -> None:
     for name, value in rows:
         print(f"| {name:{width}} | {value} |")
     assert plain["keys"] == seeded["keys"] == args.keys
+    assert inc["records_read"] == args.more and inc["plans"] == ["incremental"], inc
+    assert whole["records_read"] == args.keys * args.updates + args.more, whole
     args.json.write_text(json.dumps(results, indent=2) + "\n")
 
 

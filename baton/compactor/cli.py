@@ -21,7 +21,7 @@ import click
 from baton.compactor.job import REPORT_DIR
 
 
-def _kafka_settings(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+def _key_values(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in values:
         key, sep, value = item.partition("=")
@@ -65,11 +65,19 @@ def _kafka_settings(_ctx: click.Context, _param: click.Parameter, values: tuple[
 )
 @click.option("--master", envvar="BATON_SPARK_MASTER", help="Spark master, e.g. local[2]; default: Spark's.")
 @click.option(
+    "--conf",
+    "spark_conf",
+    multiple=True,
+    callback=_key_values,
+    metavar="KEY=VALUE",
+    help="Spark setting (repeatable), e.g. spark.driver.memory=4g.",
+)
+@click.option(
     "-X",
     "--kafka-config",
     "kafka_config",
     multiple=True,
-    callback=_kafka_settings,
+    callback=_key_values,
     help="Kafka client setting key=value (repeatable), e.g. security.protocol=SASL_SSL.",
 )
 @click.option(
@@ -93,6 +101,7 @@ def compact(
     keep: int,
     jars: str | None,
     master: str | None,
+    spark_conf: dict[str, str],
     kafka_config: dict[str, str],
     kafka_config_json: str | None,
     fail_on_findings: bool,
@@ -106,7 +115,7 @@ def compact(
     target = _streamapp(streamapp)
     kafka_config = {**{k: str(v) for k, v in json.loads(kafka_config_json or "{}").items()}, **kafka_config}
     ids = [i for item in application_ids for i in item.split(",") if i]  # the env var is comma-separated
-    spark = session(master, jars.split(",") if jars else None)
+    spark = session(master, jars.split(",") if jars else None, conf=spark_conf)
     report = run(spark, JobConfig(bootstrap_servers, ids, snapshot_store, keep, topology, kafka_config))
     click.echo(json.dumps(report["summary"], indent=2))
     if target is not None:

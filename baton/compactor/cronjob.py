@@ -30,6 +30,33 @@ SNAPSHOT_MOUNT = "/var/lib/baton-snapshots"
 CONTAINER = "compactor"
 
 
+POD_IP_VAR = "BATON_POD_IP"
+# spec.compaction.spark fields and the Spark settings they set
+SPARK_SETTINGS = {
+    "driverMemory": "spark.driver.memory",
+    "driverCores": "spark.driver.cores",
+    "executorMemory": "spark.executor.memory",
+    "executorCores": "spark.executor.cores",
+    "maxCores": "spark.cores.max",
+}
+
+
+def spark_conf(spark: dict[str, Any]) -> dict[str, str]:
+    """``spec.compaction.spark`` as Spark settings: the named fields, then ``conf`` (which cannot repeat them)."""
+    out = {
+        setting: str(spark[field])
+        for field, setting in SPARK_SETTINGS.items()
+        if spark.get(field) is not None
+    }
+    for key, value in (spark.get("conf") or {}).items():
+        if key in out:
+            raise ValueError(
+                f"spec.compaction.spark.conf sets {key}, which a field of spec.compaction.spark sets"
+            )
+        out[key] = str(value)
+    return out
+
+
 def compactor_name(body: dict[str, Any]) -> str:
     """The name of the CronJob and of the Job's ServiceAccount, Role and RoleBinding."""
     return f"{body['metadata']['name']}-compactor"
@@ -143,12 +170,16 @@ def cronjob(
         "--master",
         compaction.get("sparkMaster", "local[*]"),
     ]
+    for key, value in spark_conf(compaction.get("spark") or {}).items():
+        args += ["--conf", f"{key}={value}"]
     for application_id in application_ids or [f"{app_id}-{color}" for color in colors]:
         args += ["--application-id", application_id]
     env = [
         {"name": "BATON_BOOTSTRAP_SERVERS", "value": spec["kafka"]["bootstrapServers"]},
         {"name": "BATON_STREAMAPP", "value": f"{meta.get('namespace')}/{name}"},
         {"name": "HOME", "value": "/tmp"},
+        # a cluster's executors connect back to the driver, which is this Pod
+        {"name": POD_IP_VAR, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         *(extra_env or []),
     ]
     labels = _labels(name)

@@ -3,7 +3,8 @@
 Same rule as ``latest.py`` (highest offset wins, a null value deletes), computed with one
 aggregation per (topic, partition, key): the max of ``struct(offset, value)`` picks the
 value of the highest offset, tombstone or not, and per-partition statistics come from the
-same aggregation.
+same aggregation. Rows of an earlier snapshot (an incremental run's base) join the
+changelog records with offset -1, below any record, and are not counted as records read.
 """
 
 from __future__ import annotations
@@ -82,17 +83,56 @@ def read_kafka(
     )
 
 
+BASE_OFFSET = -1
+
+
+def read_snapshots(spark: Any, bases: dict[tuple[str, int], str]) -> Any:
+    """The rows of earlier snapshots, as changelog records at offset -1; None if there are none."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    frames = [
+        # an explicit schema: a snapshot of a partition with no live key has no Parquet file
+        spark.read.schema("key binary, value binary")
+        .parquet(path)
+        .select(
+            F.lit(topic).alias("topic"),
+            F.lit(partition).cast("int").alias("partition"),
+            F.lit(BASE_OFFSET).cast("long").alias("offset"),
+            "key",
+            "value",
+            F.lit(None).cast("long").alias("ts"),
+        )
+        for (topic, partition), path in sorted(bases.items())
+    ]
+    return union(*frames)
+
+
+def union(*parts: Any) -> Any:
+    """Frames of the same columns as one; None if there are none."""
+    present = [p for p in parts if p is not None]
+    if not present:
+        return None
+    out = present[0]
+    for part in present[1:]:
+        out = out.unionByName(part)
+    return out
+
+
 def per_key(records: Any) -> Any:
-    """(topic, partition, key) -> last value (null: deleted), updates, tombstones, bytes."""
+    """(topic, partition, key) -> last value (null: deleted), and the changelog records read for it.
+
+    ``updates``, ``tombstones`` and ``bytes`` count changelog records only, not base rows.
+    """
     from pyspark.sql import functions as F  # noqa: N812
 
     keyed = records.where(F.col("key").isNotNull())
+    read = F.col("offset") > BASE_OFFSET
     size = F.length("key") + F.coalesce(F.length("value"), F.lit(0))
     return keyed.groupBy("topic", "partition", "key").agg(
         F.max(F.struct("offset", "value")).getField("value").alias("value"),
-        F.count(F.lit(1)).alias("updates"),
-        F.sum(F.when(F.col("value").isNull(), 1).otherwise(0)).alias("tombstones"),
-        F.sum(size).alias("bytes"),
+        F.sum(F.when(read, 1).otherwise(0)).alias("updates"),
+        F.sum(F.when(read & F.col("value").isNull(), 1).otherwise(0)).alias("tombstones"),
+        F.sum(F.when(read, size).otherwise(0)).alias("bytes"),
     )
 
 
@@ -114,6 +154,9 @@ def stats(keys: Any) -> dict[tuple[str, int], PartitionStats]:
             F.sum("bytes").alias("bytes"),
             F.count(F.lit(1)).alias("distinct_keys"),
             F.sum(F.when(F.col("value").isNotNull(), 1).otherwise(0)).alias("live_keys"),
+            F.sum(F.when(F.col("value").isNotNull() & (F.col("updates") > 0), 1).otherwise(0)).alias(
+                "live_read"
+            ),
         )
         .collect()
     )
@@ -124,6 +167,7 @@ def stats(keys: Any) -> dict[tuple[str, int], PartitionStats]:
             bytes=int(r["bytes"]),
             distinct_keys=int(r["distinct_keys"]),
             live_keys=int(r["live_keys"]),
+            live_read=int(r["live_read"]),
         )
         for r in rows
     }

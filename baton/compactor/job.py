@@ -5,9 +5,12 @@ Steps, in order:
 1. Take, per changelog partition, [first offset, last stable offset) at start; the group's
    committed input positions before and after (the audit compares stores only when the
    app did not move in between).
-2. Read those ranges with Spark's Kafka source and keep the latest value per key.
-3. Write a snapshot per partition that has changed since the newest one; keep the last N.
-4. Audit: changelog configs, per-partition statistics, blue versus green, stores versus a
+2. Plan each partition (``incremental.py``): from the newest snapshot that is still a safe
+   base, read the changelog after it; without one, read the changelog whole.
+3. Read those ranges with Spark's Kafka source, merge them with the base snapshots and
+   keep the latest value per key.
+4. Write a snapshot per partition that has changed since the newest one; keep the last N.
+5. Audit: changelog configs, per-partition statistics, blue versus green, stores versus a
    recomputation from the input; write the report (JSON and Prometheus text) to the store.
 """
 
@@ -21,8 +24,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from baton.compactor import frames, recompute, retention
+from baton.compactor import frames, incremental, recompute, retention
 from baton.compactor.audit import MAX_REASONS, Divergence, Finding, config_findings, not_compared, show
+from baton.compactor.incremental import Candidate, Plan
 from baton.compactor.java_kafka import spark_kafka_options
 from baton.compactor.kafka import Changelog, KafkaView
 from baton.compactor.latest import PartitionStats
@@ -55,6 +59,9 @@ class PartitionResult:
     stats: PartitionStats
     snapshot: str | None  # path of the snapshot covering end_offset (new or existing)
     written: bool
+    read_from: int  # the changelog offset this run read from: start_offset, or its base's end
+    base: str | None  # the earlier snapshot merged in (an incremental run)
+    plan: str  # "incremental", or why the changelog was read whole
     deleted: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -71,18 +78,35 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
     changelogs = [c for app in config.application_ids for c in view.changelogs(app)]
     before = {app: view.committed(app) for app in config.application_ids}
     ranges = {c.topic: view.offsets(c.topic, c.partitions) for c in changelogs}
-    findings: list[Finding] = [f for c in changelogs for f in config_findings(c.topic, view.configs(c.topic))]
+    configs = {c.topic: view.configs(c.topic) for c in changelogs}
+    findings: list[Finding] = [f for c in changelogs for f in config_findings(c.topic, configs[c.topic])]
     spark_kafka = spark_kafka_options(config.kafka_config)
+    plans = _plans(store, changelogs, ranges, configs)
 
     timings = {"kafka_metadata": time.monotonic() - started}
     mark = time.monotonic()
-    records = frames.read_kafka(spark, config.bootstrap, ranges, spark_kafka)
+    unread = {
+        topic: {p: (plans[(topic, p)].read_from, high) for p, (_low, high) in parts.items()}
+        for topic, parts in ranges.items()
+    }
+    bases = {k: plan.base.path for k, plan in plans.items() if plan.base is not None}
+    records = frames.union(
+        frames.read_kafka(spark, config.bootstrap, unread, spark_kafka), frames.read_snapshots(spark, bases)
+    )
     keys = frames.per_key(records).cache() if records is not None else None
     stats = frames.stats(keys) if keys is not None else {}
     timings["read_and_aggregate"] = time.monotonic() - mark
     mark = time.monotonic()
     results = _snapshots(
-        spark, store, config, changelogs=changelogs, ranges=ranges, stats=stats, keys=keys, created=created
+        spark,
+        store,
+        config,
+        changelogs=changelogs,
+        ranges=ranges,
+        plans=plans,
+        stats=stats,
+        keys=keys,
+        created=created,
     )
 
     timings["write_snapshots"] = time.monotonic() - mark
@@ -126,6 +150,56 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
     return report
 
 
+def _candidates(store: HadoopStore, folder: str) -> list[Candidate]:
+    """The complete snapshots in one partition's folder, with the times that vouch for them."""
+    out = []
+    for name in store.children(folder):
+        end, path = end_of(name), f"{folder}/{name}"
+        if end is None or not store.exists(f"{path}/{MANIFEST}"):
+            continue
+        checked = store.read_json(f"{path}/{CHECKED}") if store.exists(f"{path}/{CHECKED}") else {}
+        out.append(
+            Candidate(
+                end, path, store.read_json(f"{path}/{MANIFEST}").get("created_at"), checked.get("checked_at")
+            )
+        )
+    return out
+
+
+def _plans(
+    store: HadoopStore,
+    changelogs: list[Changelog],
+    ranges: dict[str, dict[int, tuple[int, int]]],
+    configs: dict[str, dict[str, str]],
+) -> dict[tuple[str, int], Plan]:
+    now = time.time()
+    plans = {}
+    for c in changelogs:
+        delete_retention_ms = incremental.retention_ms(configs[c.topic])
+        for partition, (low, high) in ranges[c.topic].items():
+            folder = partition_dir(store.root, c.application_id, c.store, partition)
+            plan = incremental.plan(
+                _candidates(store, folder),
+                low=low,
+                high=high,
+                delete_retention_ms=delete_retention_ms,
+                now=now,
+            )
+            plans[(c.topic, partition)] = plan
+            log.info(
+                "compaction plan",
+                extra={
+                    "application_id": c.application_id,
+                    "store": c.store,
+                    "partition": partition,
+                    "read_from": plan.read_from,
+                    "end_offset": high,
+                    "plan": plan.reason,
+                },
+            )
+    return plans
+
+
 def _snapshots(
     spark: Any,
     store: HadoopStore,
@@ -133,6 +207,7 @@ def _snapshots(
     *,
     changelogs: list[Changelog],
     ranges: dict[str, dict[int, tuple[int, int]]],
+    plans: dict[tuple[str, int], Plan],
     stats: dict[tuple[str, int], PartitionStats],
     keys: Any,
     created: str,
@@ -143,12 +218,9 @@ def _snapshots(
     for c in changelogs:
         for partition, (low, high) in sorted(ranges[c.topic].items()):
             base = partition_dir(store.root, c.application_id, c.store, partition)
-            existing = {
-                end: name
-                for name in store.children(base)
-                if (end := end_of(name)) is not None and store.exists(f"{base}/{name}/{MANIFEST}")
-            }
+            existing = {candidate.end_offset for candidate in _candidates(store, base)}
             path = f"{base}/{snapshot_name(high)}"
+            plan = plans[(c.topic, partition)]
             result = PartitionResult(
                 c.application_id,
                 c.store,
@@ -159,6 +231,9 @@ def _snapshots(
                 stats.get((c.topic, partition), PartitionStats()),
                 path,
                 written=high not in existing,
+                read_from=plan.read_from,
+                base=plan.base.path if plan.base is not None else None,
+                plan=plan.reason,
             )
             results.append(result)
             if result.written:
@@ -169,13 +244,7 @@ def _snapshots(
 
         wanted = spark.createDataFrame(stale, "topic string, partition int")
         content = frames.live(keys).join(F.broadcast(wanted), ["topic", "partition"])
-        (
-            content.repartition("topic", "partition")
-            .write.option("compression", "gzip")
-            .option("parquet.enable.dictionary", "false")
-            .partitionBy("topic", "partition")
-            .parquet(staging)
-        )
+        content.repartition("topic", "partition").write.partitionBy("topic", "partition").parquet(staging)
     for r in results:
         if not r.written and r.snapshot is not None:
             # the end has not moved since that snapshot: records after it are younger than this run
@@ -198,6 +267,8 @@ def _snapshots(
                         "partition": r.partition,
                         "start_offset": r.start_offset,
                         "end_offset": r.end_offset,
+                        "read_from": r.read_from,
+                        "base": r.base,
                         "records": r.stats.live_keys,
                         "changelog_records": r.stats.records,
                         "created_at": created,
@@ -347,7 +418,7 @@ def _summary(
         "live_keys": live,
         "tombstones": sum(r.stats.tombstones for r in results),
         "bytes": sum(r.stats.bytes for r in results),
-        "compaction_lag": records - live,
+        "compaction_lag": sum(r.stats.compaction_lag for r in results),
         "findings": len(findings),
         "finding_kinds": sorted({f.kind for f in findings}),
         "not_compared": len(unchecked),

@@ -13,18 +13,29 @@ from dataclasses import dataclass
 
 @dataclass
 class PartitionStats:
-    """What reading one changelog partition found: the compaction lag is ``records - live``."""
+    """What reading one changelog partition found.
+
+    ``records``, ``tombstones`` and ``bytes`` are of the changelog records this run read
+    (all of them, or those after its base snapshot); ``distinct_keys`` and ``live_keys`` are
+    of the whole snapshot; ``live_read`` counts live keys whose value came from a record read.
+    """
 
     records: int = 0
     tombstones: int = 0
     bytes: int = 0
     distinct_keys: int = 0
     live_keys: int = 0
+    live_read: int | None = None  # None: every live key came from a record read (a full read)
 
     @property
     def compaction_lag(self) -> int:
-        """Records a restore reads that a fully compacted changelog would not hold."""
-        return self.records - self.live_keys
+        """Records read that the snapshot replaces: what a restore saves by loading it.
+
+        For a full read, the records a restore from scratch reads that a fully compacted
+        changelog would not hold; for an incremental run, the same of the changelog after
+        the previous snapshot.
+        """
+        return self.records - (self.live_keys if self.live_read is None else self.live_read)
 
 
 def latest_per_key(

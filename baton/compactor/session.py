@@ -16,7 +16,31 @@ def jars_from_env() -> list[str]:
     return [j for j in os.environ.get("BATON_SPARK_JARS", "").split(",") if j]
 
 
-def session(master: str | None = None, jars: list[str] | None = None, app_name: str = "baton-compact") -> Any:
+def settings(
+    master: str | None, conf: dict[str, str] | None = None, pod_ip: str | None = None
+) -> dict[str, str]:
+    """The session's settings: Baton's defaults, then the user's ``conf``.
+
+    Shuffle partitions are Spark's (adaptive execution coalesces them to the data), unless
+    set. A driver in a Pod with a cluster master advertises the Pod's IP, where executors
+    connect back to it.
+    """
+    out = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+    }
+    if pod_ip and master and not master.startswith("local"):
+        out |= {"spark.driver.host": pod_ip, "spark.driver.bindAddress": "0.0.0.0"}
+    return out | (conf or {})
+
+
+def session(
+    master: str | None = None,
+    jars: list[str] | None = None,
+    app_name: str = "baton-compact",
+    conf: dict[str, str] | None = None,
+) -> Any:
     from pyspark.sql import SparkSession
 
     # Python workers (the recomputation) must run this interpreter, which has baton and the app
@@ -27,10 +51,6 @@ def session(master: str | None = None, jars: list[str] | None = None, app_name: 
     jars = jars if jars is not None else jars_from_env()
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
-    return (
-        builder.config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", os.environ.get("BATON_SPARK_SHUFFLE_PARTITIONS", "8"))
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
+    for key, value in settings(master, conf, os.environ.get("BATON_POD_IP")).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

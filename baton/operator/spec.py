@@ -80,6 +80,17 @@ class UpgradeSpec(_Model):
     state_migration: Literal["Reuse", "Rebuild"] = "Reuse"
 
 
+class SparkSpec(_Model):
+    """Spark's resources for the compaction job; unset values are Spark's defaults."""
+
+    driver_memory: str | None = None
+    driver_cores: int | None = None
+    executor_memory: str | None = None
+    executor_cores: int | None = None
+    max_cores: int | None = None
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
 class CompactionSpec(_Model):
     enabled: bool = False
     schedule: str = "17 3 * * *"
@@ -89,6 +100,7 @@ class CompactionSpec(_Model):
     snapshot_volume_claim: str | None = None
     keep: int = 3
     spark_master: str = "local[*]"
+    spark: SparkSpec = Field(default_factory=SparkSpec)
     active_deadline_seconds: int = 21600
     resources: ResourcesSpec | None = None
 

@@ -14,8 +14,8 @@ Layout, shared with the compactor (this module is the single definition)::
 
 ``end_offset`` is exclusive: the first changelog offset the snapshot does NOT cover. The
 manifest is written last, so a directory without one is an unfinished snapshot and is
-ignored. Workers have no Spark: Parquet is read with pyarrow when it is installed, else
-with ``parquet_plain`` (the uncompressed/gzip, plain-encoded subset the compactor writes).
+ignored: the manifest is the commit. Workers have no Spark: Parquet is read with pyarrow,
+one record batch at a time, so a restore's memory does not grow with the snapshot.
 
 Only local paths (``/x`` or ``file:///x``, e.g. a shared volume) are read today; other
 URIs (s3a://, hdfs://) need a filesystem behind ``_local`` and are refused clearly.
@@ -106,34 +106,47 @@ def snapshots(root: str, application_id: str, store: str, partition: int) -> lis
     return sorted(out, key=lambda s: s.end_offset, reverse=True)
 
 
-def fresh_as_of(snap: Snapshot) -> float | None:
-    """Unix time before which no changelog record after ``end_offset`` was written, if known.
+def freshness(created_at: Any, checked_at: Any = None) -> float | None:
+    """Unix time before which no changelog record after a snapshot's ``end_offset`` was written.
 
     The job takes end offsets after it starts, so every record at or after ``end_offset``
-    was written after ``created_at``; a later run that found the same end says the same
-    from its own start (``_checked.json``).
+    was written after the manifest's ``created_at``; a later run that found the same end
+    says the same from its own start (``_checked.json``'s ``checked_at``).
     """
-    stamps = [snap.manifest.get("created_at")]
-    checked = snap.path / CHECKED
-    if checked.is_file():
-        with contextlib.suppress(OSError, ValueError):  # unreadable: the manifest's own time holds
-            stamps.append(json.loads(checked.read_text()).get("checked_at"))
-    times = [datetime.fromisoformat(str(s).replace("Z", "+00:00")).timestamp() for s in stamps if s]
+    times = [
+        datetime.fromisoformat(str(s).replace("Z", "+00:00")).timestamp()
+        for s in (created_at, checked_at)
+        if s
+    ]
     return max(times) if times else None
 
 
-def within_tombstone_horizon(snap: Snapshot, delete_retention_ms: int | None, now: float) -> bool:
-    """Whether every tombstone written after the snapshot is surely still in the changelog.
+def fresh_as_of(snap: Snapshot) -> float | None:
+    """:func:`freshness` of a snapshot on a local path."""
+    checked_at = None
+    checked = snap.path / CHECKED
+    if checked.is_file():
+        with contextlib.suppress(OSError, ValueError):  # unreadable: the manifest's own time holds
+            checked_at = json.loads(checked.read_text()).get("checked_at")
+    return freshness(snap.manifest.get("created_at"), checked_at)
+
+
+def horizon_holds(fresh: float | None, delete_retention_ms: int | None, now: float) -> bool:
+    """Whether every tombstone written after a snapshot fresh as of ``fresh`` is surely still in the changelog.
 
     The snapshot leaves out keys deleted before ``end_offset``; a key deleted after it is
     deleted again by replaying its tombstone. The log cleaner may drop a tombstone once
     ``delete.retention.ms`` has passed, and with it the last trace of the delete: a restore
-    from an older snapshot would bring the key back. Unknown retention or age: not usable.
+    (or an incremental compaction) from an older snapshot would bring the key back.
+    Unknown retention or age: not usable.
     """
-    fresh = fresh_as_of(snap)
     if delete_retention_ms is None or fresh is None:
         return False
     return now - fresh < delete_retention_ms / 1000 - SKEW_MARGIN_S
+
+
+def within_tombstone_horizon(snap: Snapshot, delete_retention_ms: int | None, now: float) -> bool:
+    return horizon_holds(fresh_as_of(snap), delete_retention_ms, now)
 
 
 def newest(
@@ -151,10 +164,17 @@ def newest(
     return None
 
 
-def read(snap: Snapshot) -> Iterator[tuple[bytes, bytes]]:
-    """The (key, value) pairs of a snapshot, file by file."""
+def read(snap: Snapshot, batch: int = BATCH) -> Iterator[tuple[bytes, bytes]]:
+    """The (key, value) pairs of a snapshot, file by file, ``batch`` rows in memory at a time."""
+    import pyarrow.parquet as pq
+
     for part in sorted(snap.path.glob("*.parquet")):
-        yield from _read_parquet(part)
+        with pq.ParquetFile(part) as parquet:
+            for rows in parquet.iter_batches(batch_size=batch, columns=["key", "value"]):
+                keys, values = rows.column(0).to_pylist(), rows.column(1).to_pylist()
+                for key, value in zip(keys, values, strict=True):
+                    if key is not None and value is not None:
+                        yield key, value
 
 
 def load_into(store: KeyValueStore, snap: Snapshot, batch: int = BATCH) -> int:
@@ -165,7 +185,7 @@ def load_into(store: KeyValueStore, snap: Snapshot, batch: int = BATCH) -> int:
     """
     items: list[tuple[bytes, bytes | None]] = []
     count = 0
-    for pair in read(snap):
+    for pair in read(snap, batch):
         items.append(pair)
         if len(items) >= batch:
             store.write(items, None)
@@ -231,17 +251,3 @@ def seeder(
         return snap.end_offset
 
     return seed
-
-
-def _read_parquet(path: Path) -> Iterator[tuple[bytes, bytes]]:
-    try:
-        import pyarrow.parquet as pq  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        from baton.worker import parquet_plain
-
-        yield from parquet_plain.read_pairs(path.read_bytes(), ("key", "value"))
-        return
-    table = pq.read_table(path, columns=["key", "value"])
-    for key, value in zip(table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True):
-        if key is not None and value is not None:
-            yield bytes(key), bytes(value)

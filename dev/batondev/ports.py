@@ -14,3 +14,6 @@ ETCD_PEER = BASE + 11
 APISERVER = BASE + 20
 CONTROLLER_MANAGER = BASE + 21
 SCHEDULER = BASE + 22
+SPARK_MASTER = BASE + 30  # a standalone Spark cluster: master RPC
+SPARK_MASTER_UI = BASE + 31
+SPARK_WORKER_UI = BASE + 32  # and BASE + 33: one per worker

@@ -1,16 +1,26 @@
-"""The spark-sql-kafka connector jars that match the installed pyspark.
+"""Spark for the compactor: the spark-sql-kafka connector jars, and a standalone cluster.
 
 Spark resolves ``--packages`` through Ivy at run time, which a test should not depend on;
 instead Maven copies the connector and its runtime dependencies once per pyspark version
 into ``~/.cache/baton/spark-kafka-<version>/jars``, and the compactor passes them as
 ``spark.jars``.
+
+The cluster is Spark's own standalone mode started from pyspark's ``spark-class``: a master
+and two workers of one core and 1 GiB each, on 127.0.0.1, so jobs run the way they do on a
+real cluster (executors in their own JVMs, a shuffle over the network, jars shipped by the
+driver) rather than only in ``local[N]``.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
-from . import maven, paths
+from . import maven, paths, ports, procs
+
+MASTER = "spark-master"
+WORKERS = ("spark-worker-1", "spark-worker-2")
 
 POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -55,3 +65,88 @@ def install() -> Path:
 
 def jars() -> list[str]:
     return sorted(str(p) for p in install().glob("*.jar"))
+
+
+def master_url() -> str:
+    return f"spark://127.0.0.1:{ports.SPARK_MASTER}"
+
+
+def _spark_class(*args: str) -> list[str]:
+    import pyspark
+
+    return [str(Path(pyspark.__file__).parent / "bin" / "spark-class"), *args]
+
+
+def _env() -> dict[str, str]:
+    import pyspark
+
+    return {
+        **os.environ,
+        "SPARK_HOME": str(Path(pyspark.__file__).parent),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(paths.RUN / MASTER),
+        # executors run Python (the recomputation audit) with the interpreter that has baton
+        "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+    }
+
+
+def _workers_registered() -> bool:
+    """The master's JSON status lists both workers ALIVE."""
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{ports.SPARK_MASTER_UI}/json/", timeout=2) as response:
+        state = json.load(response)
+    alive = sum(w.get("state") == "ALIVE" for w in state.get("workers", []))
+    return bool(alive >= len(WORKERS))
+
+
+def cluster_up(timeout: float = 90) -> str:
+    """Start the master and the workers unless they run; returns the master URL."""
+    if procs.running_pid(MASTER) is None:
+        procs.ensure_ports_free(MASTER, [ports.SPARK_MASTER, ports.SPARK_MASTER_UI])
+        procs.start(
+            MASTER,
+            _spark_class(
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(ports.SPARK_MASTER),
+                "--webui-port",
+                str(ports.SPARK_MASTER_UI),
+            ),
+            env=_env(),
+        )
+    procs.wait_until(MASTER, lambda: procs.port_open(ports.SPARK_MASTER_UI), timeout)
+    for index, name in enumerate(WORKERS):
+        if procs.running_pid(name) is not None:
+            continue
+        ui = ports.SPARK_WORKER_UI + index
+        procs.ensure_ports_free(name, [ui])
+        work = paths.RUN / name / "work"
+        work.mkdir(parents=True, exist_ok=True)
+        procs.start(
+            name,
+            _spark_class(
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--webui-port",
+                str(ui),
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--work-dir",
+                str(work),
+                master_url(),
+            ),
+            env=_env(),
+        )
+    procs.wait_until(MASTER, _workers_registered, timeout)
+    return master_url()
+
+
+def cluster_down() -> list[str]:
+    return [name for name in (*WORKERS, MASTER) if procs.stop(name)]

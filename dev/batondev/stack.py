@@ -12,7 +12,7 @@ import time
 
 import click
 
-from . import gobuild, kafka, kube, paths, ports, procs
+from . import gobuild, kafka, kube, paths, ports, procs, spark
 from .requirements import MissingTool
 
 COMPONENTS = ("kafka", "kube", "helm", "spark")
@@ -35,9 +35,8 @@ def up_components(components: tuple[str, ...] | list[str], *, fresh: bool = Fals
         elif comp == "helm":
             gobuild.build_helm()
         elif comp == "spark":
-            from . import spark
-
             spark.install()
+            spark.cluster_up()
         spent[comp] = time.monotonic() - started
     return spent
 
@@ -48,6 +47,7 @@ def env_lines() -> list[str]:
         f"export BATON_KAFKA_BOOTSTRAP={kafka.bootstrap()}",
         f"export BATON_KAFKA_SCRAM_BOOTSTRAP={kafka.scram_bootstrap()}",
         f"export KUBECONFIG={shlex.quote(str(kube.kubeconfig()))}",
+        f"export BATON_SPARK_CLUSTER={spark.master_url()}",
         f'export PATH="{path}"',
     ]
 
@@ -55,7 +55,8 @@ def env_lines() -> list[str]:
 @click.group()
 def main() -> None:
     """Baton's local stack on 127.0.0.1: a Kafka broker (KRaft), etcd, kube-apiserver,
-    kube-controller-manager, kube-scheduler, kubectl, helm and the Spark Kafka connector."""
+    kube-controller-manager, kube-scheduler, kubectl, helm, the Spark Kafka connector and a
+    standalone Spark cluster (a master, two workers)."""
 
 
 @main.command()
@@ -83,7 +84,7 @@ def up(components: tuple[str, ...], fresh: bool) -> None:
 @main.command()
 def down() -> None:
     """Stop everything the stack started; installs and caches stay."""
-    stopped = kube.down()
+    stopped = spark.cluster_down() + kube.down()
     if kafka.down():
         stopped.append("kafka")
     click.echo(f"stopped: {', '.join(stopped) or 'nothing was running'}", err=True)
@@ -104,6 +105,9 @@ def status() -> None:
         ("kube-apiserver", kube.APISERVER, kube.server_url()),
         ("kube-controller-manager", kube.KCM, f"127.0.0.1:{ports.CONTROLLER_MANAGER}"),
         ("kube-scheduler", kube.SCHEDULER, f"127.0.0.1:{ports.SCHEDULER}"),
+        ("spark-master", "spark-master", spark.master_url()),
+        ("spark-worker-1", "spark-worker-1", "1 core, 1 GiB"),
+        ("spark-worker-2", "spark-worker-2", "1 core, 1 GiB"),
     ]
     down_count = 0
     for label, name, where in rows:

@@ -6,6 +6,7 @@ click counter example run by real ``baton run`` subprocesses on real input.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -49,7 +50,17 @@ PARTITIONS = 4
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    spark_session = session("local[2]", spark_jars.jars(), app_name="baton-compactor-tests")
+    """The job on the stack's standalone Spark cluster (a master, two one-core workers): executors
+    in JVMs of their own, jars shipped by the driver, a real shuffle. Local mode runs in the
+    Spark smoke test and in bench/compaction.py."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    master = spark_jars.cluster_up()
+    # tiny inputs: Spark's 200 default shuffle partitions would be mostly scheduling overhead
+    conf = {"spark.sql.shuffle.partitions": "4"}
+    spark_session = session(master, spark_jars.jars(), app_name="baton-compactor-tests", conf=conf)
+    assert spark_session.sparkContext.master == master
+    jsc = spark_session.sparkContext._jsc.sc()  # block managers: the driver's and each executor's
+    wait_for(lambda: jsc.getExecutorMemoryStatus().size() >= 3, 60, "two executors and the driver")
     yield spark_session
     spark_session.stop()
 
@@ -158,10 +169,12 @@ def test_snapshot_equals_the_store_at_the_covered_offset(
         w.wait_ready()
         app.feed(3000 * round_, 400, 97)
         assert w.stop() == 0
-        assert (
-            run(spark, JobConfig(kafka_bootstrap, [app.app_id], root, keep=2))["summary"]["snapshots_written"]
-            == PARTITIONS
-        )
+        report = run(spark, JobConfig(kafka_bootstrap, [app.app_id], root, keep=2))
+        assert report["summary"]["snapshots_written"] == PARTITIONS
+        # incremental: the earlier snapshot plus only the 400 records written since
+        assert report["summary"]["records_read"] == 400, report["summary"]
+        assert {p["plan"] for p in report["partitions"]} == {"incremental"}
+        assert all(p["read_from"] > p["start_offset"] for p in report["partitions"])
     for p in range(PARTITIONS):
         kept = snapshot.snapshots(root, app.app_id, STORE, p)
         assert len(kept) == 2
@@ -397,17 +410,115 @@ def test_the_cronjob_kafka_settings_reach_spark_over_scram(
 RESETTING = str(Path(__file__).resolve().parents[1] / "fixtures" / "resetting_counter.py")
 
 
+class Resetting:
+    """The resetting counter (a reset click deletes the user's count) on two partitions."""
+
+    def __init__(self, bootstrap: str, new_topic: Callable[..., str], app_id: str, tmp: Path) -> None:
+        self.bootstrap, self.app_id, self.tmp = bootstrap, app_id, tmp
+        self.clicks, self.counts = new_topic(2), new_topic(2)
+        self.changelog = f"{app_id}-{STORE}-changelog"
+
+    def worker(self, state: str, env: dict[str, str] | None = None) -> WorkerProcess:
+        return WorkerProcess(
+            RESETTING,
+            bootstrap=self.bootstrap,
+            application_id=self.app_id,
+            state_dir=self.tmp / state,
+            log_path=self.tmp / f"{state}.log",
+            instance_id="w",
+            extra_args=["--no-write-cache"],
+            env={"CLICKS_TOPIC": self.clicks, "COUNTS_TOPIC": self.counts, **(env or {})},
+        )
+
+    def send(self, users: list[str], reset: bool = False) -> None:
+        value = {"reset": True} if reset else {}
+        produce(self.bootstrap, self.clicks, [(u.encode(), orjson.dumps(value)) for u in users])
+
+    def store(self, state: str) -> dict[bytes, bytes]:
+        """A stopped worker's stores of both partitions, merged."""
+        content: dict[bytes, bytes] = {}
+        for p in range(2):
+            db = RocksDBStore(self.tmp / state / self.app_id / f"0_{p}" / STORE)
+            try:
+                content.update(db.items())
+            finally:
+                db.close()
+        return content
+
+    def snapshots(self, root: str) -> dict[bytes, bytes]:
+        content: dict[bytes, bytes] = {}
+        for p in range(2):
+            snap = snapshot.newest(root, self.app_id, STORE, p)
+            assert snap is not None, f"no snapshot of partition {p}"
+            content.update(snapshot.read(snap))
+        return content
+
+    def replay(self) -> dict[bytes, bytes]:
+        """What a consumer of the whole changelog holds: the truth a snapshot must equal."""
+        return {
+            k: v
+            for k, v in latest_by_key(read_all(self.bootstrap, self.changelog)).items()
+            if k is not None and v is not None
+        }
+
+
+def test_an_incremental_run_merges_new_updates_and_deletes_into_the_previous_snapshot(
+    spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+) -> None:
+    """Issue 17: a run after a snapshot reads only the changelog written since and merges it:
+    newer values win, tombstones delete keys the base still holds."""
+    app = Resetting(kafka_bootstrap, new_topic, unique_name, tmp_path)
+    root = str(tmp_path / "snapshots")
+    users = [f"u{i}" for i in range(20)]
+    a = app.worker("a").start()
+    a.wait_ready()
+    app.send(users * 3)
+    wait_for(lambda: len(read_all(kafka_bootstrap, app.changelog)) >= 60, 60, "changelog of 60 updates")
+    assert a.stop() == 0
+    first = run(spark, JobConfig(kafka_bootstrap, [app.app_id], root))
+    assert (first["summary"]["records_read"], first["summary"]["live_keys"]) == (60, 20)
+    assert {p["plan"] for p in first["partitions"]} == {"no snapshot yet"}
+
+    a.start()
+    a.wait_ready()
+    app.send(users[:5], reset=True)
+    app.send(users[10:])
+    wait_for(lambda: len(read_all(kafka_bootstrap, app.changelog)) >= 75, 60, "15 more changelog records")
+    assert a.stop() == 0
+    second = run(spark, JobConfig(kafka_bootstrap, [app.app_id], root))
+    summary = second["summary"]
+    assert (summary["records_read"], summary["tombstones"], summary["live_keys"]) == (15, 5, 15), summary
+    assert {p["plan"] for p in second["partitions"]} == {"incremental"}
+    assert summary["compaction_lag"] == 5  # the tombstones: records read that no live key holds
+
+    content = app.snapshots(root)
+    assert {k.decode() for k in content} == set(users[5:])
+    assert {k.decode(): orjson.loads(v) for k, v in content.items()} == {
+        **{u: 3 for u in users[5:10]},
+        **{u: 4 for u in users[10:]},
+    }
+    assert content == app.replay()
+
+    b = app.worker("b", env={"BATON_SNAPSHOT_STORE": root}).start()
+    b.wait_ready()
+    assert b.stop() == 0
+    assert len([line for line in b.logs() if line.get("msg") == "store loaded from snapshot"]) == 2
+    assert b.restored() == 0  # the snapshots cover the whole changelog
+    assert app.store("b") == content
+
+
 def test_a_snapshot_older_than_the_tombstone_horizon_never_resurrects_a_deleted_key(
     spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
 ) -> None:
     """Issue 17: keys deleted after a snapshot exist only as tombstones, which the log cleaner
     removes after delete.retention.ms (1 s here). Once it has, replaying the changelog after
-    the snapshot cannot delete them: the worker must not restore from that snapshot."""
+    the snapshot cannot delete them: the worker must not restore from that snapshot, and the
+    next compaction must not build on it."""
     app_id = unique_name
-    clicks, counts = new_topic(2), new_topic(2)
+    app = Resetting(kafka_bootstrap, new_topic, app_id, tmp_path)
     changelog = new_topic(
         2,
-        name=f"{app_id}-{STORE}-changelog",
+        name=app.changelog,
         config={
             "cleanup.policy": "compact",
             "delete.retention.ms": "1000",
@@ -417,32 +528,7 @@ def test_a_snapshot_older_than_the_tombstone_horizon_never_resurrects_a_deleted_
         },
     )
     root = str(tmp_path / "snapshots")
-
-    def worker(state: str, env: dict[str, str] | None = None) -> WorkerProcess:
-        return WorkerProcess(
-            RESETTING,
-            bootstrap=kafka_bootstrap,
-            application_id=app_id,
-            state_dir=tmp_path / state,
-            log_path=tmp_path / f"{state}.log",
-            instance_id="w",
-            extra_args=["--no-write-cache"],
-            env={"CLICKS_TOPIC": clicks, "COUNTS_TOPIC": counts, **(env or {})},
-        )
-
-    def send(users: list[str], reset: bool = False) -> None:
-        value = {"reset": True} if reset else {}
-        produce(kafka_bootstrap, clicks, [(u.encode(), orjson.dumps(value)) for u in users])
-
-    def store_state() -> dict[bytes, bytes]:
-        content: dict[bytes, bytes] = {}
-        for p in range(2):
-            db = RocksDBStore(tmp_path / "b" / app_id / f"0_{p}" / STORE)
-            try:
-                content.update(db.items())
-            finally:
-                db.close()
-        return content
+    worker, send = app.worker, app.send
 
     users = [f"u{i}" for i in range(10)]
     a = worker("a").start()
@@ -474,6 +560,12 @@ def test_a_snapshot_older_than_the_tombstone_horizon_never_resurrects_a_deleted_
     refused = [line for line in b.logs() if str(line.get("msg", "")).startswith("snapshot too old")]
     assert len(refused) == 2, [line.get("msg") for line in b.logs()]
     assert not [line for line in b.logs() if line.get("msg") == "store loaded from snapshot"]
-    content = store_state()
+    content = app.store("b")
     assert {k.decode() for k in content} == {*users[5:], "filler"}, sorted(content)
     assert all(orjson.loads(content[u.encode()]) == 3 for u in users[5:])
+
+    # the job reads the whole changelog again rather than merge it into that snapshot
+    report = run(spark, JobConfig(kafka_bootstrap, [app_id], root, keep=1))
+    assert {p["read_from"] for p in report["partitions"]} == {p["start_offset"] for p in report["partitions"]}
+    assert all("tombstone horizon" in p["plan"] for p in report["partitions"]), report["partitions"]
+    assert app.snapshots(root) == content == app.replay()

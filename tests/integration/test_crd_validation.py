@@ -105,6 +105,21 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
         ["spec.compaction.schedule", "must be a 5-field cron expression"],
     ),
     (
+        "spark-master-url",
+        _spec(compaction={"sparkMaster": "spark-master:7077"}),
+        ["spec.compaction.sparkMaster", "must be local, local[N], local[*], spark://HOST:PORT"],
+    ),
+    (
+        "spark-memory-format",
+        _spec(compaction={"spark": {"driverMemory": "4 GB"}}),
+        ["spec.compaction.spark.driverMemory", "must look like 512m or 4g"],
+    ),
+    (
+        "spark-conf-owned-by-baton",
+        _spec(compaction={"spark": {"conf": {"spark.master": "local[1]"}}}),
+        ["spec.compaction.spark.conf", "other than spark.master, spark.jars"],
+    ),
+    (
         "replication-factor-zero",
         _spec(kafka={"bootstrapServers": "k:9092", "replicationFactor": 0}),
         ["spec.kafka.replicationFactor", "must be -1 (the broker's default) or at least 1"],

@@ -8,13 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from baton.compactor import incremental
 from baton.compactor.audit import MAX_SEGMENT_BYTES, compare, config_findings, not_compared, show
 from baton.compactor.cronjob import SNAPSHOT_MOUNT, compactor_identity, cronjob
+from baton.compactor.incremental import Candidate, Plan
 from baton.compactor.kafka import store_of
-from baton.compactor.latest import latest_per_key
+from baton.compactor.latest import PartitionStats, latest_per_key
 from baton.compactor.metrics import prometheus_text
 from baton.compactor.recompute import plans
 from baton.compactor.retention import to_delete
+from baton.compactor.session import settings
 from baton.compactor.status import compaction_status, parse_streamapp
 from baton.worker import snapshot
 from baton.worker.dsl import Topology
@@ -323,3 +326,110 @@ def test_a_snapshot_past_the_tombstone_horizon_is_not_restored_from(tmp_path: Pa
     _manifest(Path(snapshot.partition_dir(str(tmp_path), "other", "s", 0)) / snapshot.snapshot_name(5), 5)
     old = snapshot.snapshots(str(tmp_path), "other", "s", 0)[0]
     assert snapshot.fresh_as_of(old) is None and not snapshot.within_tombstone_horizon(old, day_ms, made)
+
+
+def _candidate(end: int, created: str = "2026-11-25T00:00:00+00:00", checked: str | None = None) -> Candidate:
+    return Candidate(end, f"/s/snapshot-{end}", created, checked)
+
+
+def test_an_incremental_run_builds_on_the_newest_snapshot_inside_the_changelog_and_the_horizon() -> None:
+    made = datetime.fromisoformat("2026-11-25T00:00:00+00:00").timestamp()
+    day = 86_400_000
+
+    def fresh(candidates: list[Candidate]) -> Plan:
+        return incremental.plan(candidates, low=5, high=90, delete_retention_ms=day, now=made + 3600)
+
+    assert fresh([]) == Plan(5, None, "no snapshot yet")
+    chosen = fresh([_candidate(40), _candidate(70), _candidate(20)])
+    assert (chosen.read_from, chosen.base, chosen.reason) == (70, _candidate(70), "incremental")
+    # unchanged since the newest snapshot: nothing to read from Kafka, the base is the content
+    assert fresh([_candidate(90)]).read_from == 90
+    # a snapshot past the end (the changelog was recreated) or below its start is not a base
+    assert fresh([_candidate(95)]).base is None
+    low = fresh([_candidate(3)])
+    assert (low.read_from, low.base, low.reason) == (5, None, "no snapshot within the changelog's offsets")
+    assert fresh([_candidate(95), _candidate(40)]).read_from == 40
+
+    # tombstones after the base may be gone: read the whole changelog rather than resurrect keys
+    old = incremental.plan([_candidate(70)], low=5, high=90, delete_retention_ms=day, now=made + 86_400)
+    assert (old.read_from, old.base) == (5, None) and "tombstone horizon" in old.reason
+    assert incremental.plan([_candidate(70)], low=5, high=90, delete_retention_ms=None, now=made).base is None
+    # a later run that found the same end vouches for it
+    vouched = _candidate(70, checked="2026-11-26T00:00:00+00:00")
+    assert (
+        incremental.plan([vouched], low=5, high=90, delete_retention_ms=day, now=made + 86_400).base
+        == vouched
+    )
+
+    assert incremental.retention_ms({"delete.retention.ms": "86400000"}) == day
+    assert (
+        incremental.retention_ms({}) is None
+        and incremental.retention_ms({"delete.retention.ms": "x"}) is None
+    )
+
+
+def test_compaction_lag_of_an_incremental_run_counts_only_what_it_read() -> None:
+    full = PartitionStats(records=100, live_keys=10)
+    assert full.compaction_lag == 90
+    # 30 records read after the base; 4 of the 10 live keys were written by them
+    assert PartitionStats(records=30, live_keys=10, live_read=4).compaction_lag == 26
+
+
+def test_a_snapshot_is_read_in_bounded_batches_without_tombstones(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = Path(snapshot.partition_dir(str(tmp_path), "app", "s", 0)) / snapshot.snapshot_name(10)
+    _manifest(folder, 10, records=24)
+    keys = [b"k%d" % i for i in range(25)] + [None]
+    values = [b"v%d" % i for i in range(24)] + [None, b"orphan"]
+    table = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())})
+    pq.write_table(table, folder / "part-0.parquet", row_group_size=7, compression="snappy")
+    snap = snapshot.snapshots(str(tmp_path), "app", "s", 0)[0]
+    assert dict(snapshot.read(snap, batch=3)) == {b"k%d" % i: b"v%d" % i for i in range(24)}
+    store = MemoryStore()
+    assert snapshot.load_into(store, snap, batch=5) == 24
+    assert store.checkpoint() == 10
+
+
+def test_the_cronjob_passes_spark_resources_and_the_pod_ip_for_a_cluster_driver() -> None:
+    spark = {"driverMemory": "4g", "executorMemory": "2g", "executorCores": 2, "maxCores": 4}
+    job = cronjob(
+        _app(
+            enabled=True,
+            snapshotStore="/x",
+            sparkMaster="spark://spark-master:7077",
+            spark={**spark, "conf": {"spark.sql.shuffle.partitions": "64"}},
+        )
+    )
+    assert job is not None
+    container = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    args = container["args"]
+    assert args[args.index("--master") + 1] == "spark://spark-master:7077"
+    confs = [args[i + 1] for i, a in enumerate(args) if a == "--conf"]
+    assert confs == [
+        "spark.driver.memory=4g",
+        "spark.executor.memory=2g",
+        "spark.executor.cores=2",
+        "spark.cores.max=4",
+        "spark.sql.shuffle.partitions=64",
+    ]
+    pod_ip = {"name": "BATON_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    assert pod_ip in container["env"]
+    with pytest.raises(ValueError, match=r"spark\.driver\.memory"):
+        cronjob(
+            _app(
+                enabled=True,
+                snapshotStore="/x",
+                spark={"driverMemory": "1g", "conf": {"spark.driver.memory": "2g"}},
+            )
+        )
+
+
+def test_spark_session_settings() -> None:
+    local = settings("local[2]", None, "10.0.0.7")
+    assert "spark.driver.host" not in local and "spark.sql.shuffle.partitions" not in local
+    cluster = settings("spark://m:7077", {"spark.executor.memory": "2g"}, "10.0.0.7")
+    assert cluster["spark.driver.host"] == "10.0.0.7" and cluster["spark.driver.bindAddress"] == "0.0.0.0"
+    assert cluster["spark.executor.memory"] == "2g"
+    assert settings("spark://m:7077", {"spark.ui.enabled": "true"}, None)["spark.ui.enabled"] == "true"
