@@ -8,7 +8,8 @@ creates. ``dev/podrunner`` fills that gap with real processes and the real API s
   ``--untainted``), heartbeats it through a Lease, binds the Pods it was told to run
   (``--namespace``, ``--selector``, ``--all``; or lets kube-scheduler bind with
   ``--scheduler``) and creates a PersistentVolume per claim they use;
-* it runs each container's ``command`` + ``args`` as a local process (the image is ignored)
+* it runs each container's ``command`` + ``args`` as a local process (the image is ignored;
+  ``--image-env KEY=VALUE`` stands in for its ENV)
   with the Pod's env resolved as the kubelet would (downward API, Secrets, ConfigMaps,
   ``$(VAR)`` expansion), ``baton`` from the project's virtualenv first on ``PATH``;
 * volumes are local directories (``volumes``), ports are remapped per Pod (``portmap``),

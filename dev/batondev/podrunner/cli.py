@@ -61,6 +61,13 @@ def _options(f: click.decorators.FC) -> click.decorators.FC:
                 default=None,
                 help="Containers' cwd and PYTHONPATH (stands in for the image's code). Default: the repo.",
             ),
+            click.option(
+                "--image-env",
+                "image_env",
+                multiple=True,
+                metavar="KEY=VALUE",
+                help="Env every container starts with, below the Pod's own (stands in for the image's ENV).",
+            ),
         ]
     ):
         f = option(f)
@@ -79,6 +86,7 @@ def _build(
     backoff_base: float,
     backoff_cap: float,
     workdir: Path | None,
+    image_env: tuple[str, ...] = (),
 ) -> Options:
     from batondev.podrunner.runner import Options  # kubernetes is slow to import: only when needed
 
@@ -93,6 +101,7 @@ def _build(
         kubeconfig=kubeconfig or str(kube.kubeconfig()),
         backoff_base=backoff_base,
         backoff_cap=backoff_cap,
+        image_env=dict(_key_value(item) for item in image_env),
     )
     if workdir is not None:
         options.workdir = workdir.resolve()
@@ -127,6 +136,13 @@ def start(**kwargs: object) -> None:
         click.echo(f"podrunner {options.node} started (pid {pid}); log: {procs.log_file(name)}", err=True)
     else:
         click.echo(f"podrunner {options.node} already running; log: {procs.log_file(name)}", err=True)
+
+
+def _key_value(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--image-env")
+    return key, value
 
 
 def _argv(kwargs: dict[str, object]) -> list[str]:

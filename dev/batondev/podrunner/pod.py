@@ -17,7 +17,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ class Context:
     backoff_base: float
     backoff_cap: float
     log: Callable[[str], None]
+    image_env: dict[str, str] = field(default_factory=dict)  # the image's ENV: below the Pod's env
 
 
 class PodWorker(threading.Thread):
@@ -257,6 +258,7 @@ class PodWorker(threading.Thread):
         env = rewrite.rewrite_env_ports(env, self.ports)
         env = {k: rewrite.rewrite_paths(v, mounts) for k, v in env.items()}
         base = {
+            **self.ctx.image_env,
             "PATH": f"{self.ctx.bin_dir}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
             "HOME": os.environ.get("HOME", "/tmp"),
             "HOSTNAME": meta["name"],

@@ -42,6 +42,7 @@ class Options:
     backoff_base: float = 1.0
     backoff_cap: float = 30.0
     shutdown_grace: float = 10.0
+    image_env: dict[str, str] = field(default_factory=dict)  # stands in for the image's ENV
 
 
 def log(message: str) -> None:
@@ -82,6 +83,7 @@ class Runner:
             backoff_base=options.backoff_base,
             backoff_cap=options.backoff_cap,
             log=log,
+            image_env=options.image_env,
         )
         self.workers: dict[str, PodWorker] = {}
         self._lock = threading.Lock()

@@ -1,0 +1,176 @@
+"""The compactor as a deployed app uses it: the operator's CronJob, run as a Job by the pod
+runner, snapshots the changelogs into the snapshot claim; a worker whose state volume is lost
+restores from that snapshot (the metric shows how little it replayed) and counts stay exact.
+
+Everything is the real thing except the container runtime: the pod runner runs the Job's
+``baton compact`` (PySpark in local mode) and the workers' ``baton run`` as processes, and
+stands in for the compactor image's ENV (the connector jars) with ``--image-env``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from batondev import paths
+from batondev import spark as spark_jars
+from batondev.podrunner import harness, portmap
+from batondev.podrunner.volumes import Layout
+
+from baton.compactor.cronjob import compactor_name
+from baton.operator.builders.statefulset import STATE_VOLUME
+from baton.worker.testing import produce, read_all
+from tests.e2e.test_deploy_bluegreen import counts
+from tests.integration.test_operator_harness import (
+    KubectlFn,
+    apply,
+    example_manifest,
+    get_json,
+    install_crds,
+    start_operator,
+    wait_for,
+)
+
+pytestmark = pytest.mark.e2e
+
+USERS = ["alice", "bob", "carol", "dave", "erin"]
+APP = "click-counter"
+
+
+class Clicks:
+    """Clicks stamped now (old timestamps would roll changelog segments at once, and the log
+    cleaner would compact away the history this test needs); remembers what it sent."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap, self.topic = bootstrap, topic
+        self.sent: Counter[str] = Counter()
+
+    def batch(self, n: int) -> None:
+        users = [USERS[i % len(USERS)] for i in range(n)]
+        self.sent.update(users)
+        produce(
+            self.bootstrap,
+            self.topic,
+            [(u.encode(), orjson.dumps({"user_id": u, "timestamp": int(time.time())})) for u in users],
+        )
+
+
+POD = f"{APP}-blue-0"
+
+
+def _restored_records(kubectl: KubectlFn, namespace: str) -> float:
+    """``baton_restored_records`` summed over tasks and stores, scraped from the worker."""
+    pod = get_json(kubectl, "pod", POD, "-n", namespace)
+    port = next(p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", []))
+    local = portmap.decode(pod).get(int(port), int(port))
+    body = urllib.request.urlopen(f"http://127.0.0.1:{local}/metrics", timeout=5).read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in body.splitlines()
+        if line.startswith("baton_restored_records_total{")
+    )
+
+
+def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_it(  # noqa: PLR0917
+    kube: Any,
+    kubectl: KubectlFn,
+    namespace: str,
+    kafka_bootstrap: str,
+    new_topic: Any,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    install_crds(kubectl)
+    clicks_topic, counts_topic = new_topic(partitions=2), new_topic(partitions=2)
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "snapshots", "namespace": namespace},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    manifest = example_manifest(
+        namespace,
+        kafka={"bootstrapServers": kafka_bootstrap},
+        applicationId=unique_name,
+        replicas=1,
+        standbyReplicas=0,
+        resources={},
+        state={"store": "rocksdb", "size": "256Mi"},
+        upgrade={"strategy": "Rolling"},
+        compaction={
+            "enabled": True,
+            "snapshotVolumeClaim": "snapshots",
+            "schedule": "0 0 1 1 *",  # runs when this test creates a Job from it
+            "sparkMaster": "local[1]",
+            "spark": {"driverMemory": "512m", "conf": {"spark.sql.shuffle.partitions": "2"}},
+        },
+        podTemplate={
+            "env": [
+                {"name": "CLICKS_TOPIC", "value": clicks_topic},
+                {"name": "COUNTS_TOPIC", "value": counts_topic},
+            ]
+        },
+        # one changelog record per click, so the changelog is much longer than the state
+        worker={"writeCache": False},
+    )
+    producer = Clicks(kafka_bootstrap, clicks_topic)
+    image_env = ["--image-env", f"BATON_SPARK_JARS={','.join(spark_jars.jars())}"]
+    with harness.running(namespace, log_dir=tmp_path, extra=image_env):
+        operator = start_operator(tmp_path, namespace, kube.kubeconfig, "operator")
+        try:
+            apply(kubectl, claim)
+            apply(kubectl, manifest)
+            kubectl("wait", "--for=condition=Ready", f"sapp/{APP}", "-n", namespace, "--timeout=100s")
+            producer.batch(600)
+            wait_for("counts", lambda: counts(kafka_bootstrap, counts_topic) == dict(producer.sent), 60)
+            changelog = f"{unique_name}-blue-user-counts-store-changelog"
+            changelog_records = len(read_all(kafka_bootstrap, changelog))
+            assert changelog_records >= 600, changelog_records
+
+            cronjob = compactor_name({"metadata": {"name": APP}})
+            kubectl("create", "job", "compact-1", f"--from=cronjob/{cronjob}", "-n", namespace)
+            kubectl("wait", "--for=condition=complete", "job/compact-1", "-n", namespace, "--timeout=240s")
+            compaction = get_json(kubectl, "sapp", APP, "-n", namespace)["status"]["compaction"]
+            assert compaction["liveKeys"] == len(producer.sent), compaction
+            assert compaction["recordsRead"] == changelog_records and compaction["snapshotsWritten"] == 2
+            assert compaction["findings"] == 0, compaction
+
+            # the worker loses its state volume: a new claim of the same name starts empty
+            kubectl("delete", "pvc", f"{STATE_VOLUME}-{POD}", "-n", namespace, "--wait=false")
+            kubectl("delete", "pod", POD, "-n", namespace, "--wait=true", "--timeout=60s")
+            kubectl("wait", "--for=condition=Ready", f"pod/{POD}", "-n", namespace, "--timeout=120s")
+            (restored,) = wait_for(
+                "the restore's metric", lambda: _metric_after_restore(kubectl, namespace), 60
+            )
+            assert restored < changelog_records / 10, (restored, changelog_records)
+            log = (Layout(paths.RUN / "podrunner").log_file(namespace, POD, "worker")).read_text()
+            loaded = [json.loads(line) for line in log.splitlines() if "store loaded from snapshot" in line]
+            assert len(loaded) == 2 and sum(line["records"] for line in loaded) == len(producer.sent), loaded
+            print(
+                f"changelog {changelog_records}, compaction {compaction}, restored {restored}, loaded {loaded}"
+            )
+            producer.batch(200)
+            wait_for("counts after", lambda: counts(kafka_bootstrap, counts_topic) == dict(producer.sent), 90)
+        except BaseException:
+            print(operator.text()[-6000:])
+            raise
+        finally:
+            operator.kill()
+
+
+def _metric_after_restore(kubectl: KubectlFn, namespace: str) -> tuple[float] | None:
+    """The restored-records total once the new Pod serves metrics and is ready."""
+    pod = get_json(kubectl, "pod", POD, "-n", namespace)
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+    if not ready:
+        return None
+    try:
+        return (_restored_records(kubectl, namespace),)
+    except OSError:
+        return None
