@@ -81,7 +81,12 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
     configs = {c.topic: view.configs(c.topic) for c in changelogs}
     findings: list[Finding] = [f for c in changelogs for f in config_findings(c.topic, configs[c.topic])]
     spark_kafka = spark_kafka_options(config.kafka_config)
-    plans = _plans(store, changelogs, ranges, configs)
+    found = {
+        (c.topic, p): _candidates(store, partition_dir(store.root, c.application_id, c.store, p))
+        for c in changelogs
+        for p in ranges[c.topic]
+    }
+    plans = _plans(changelogs, ranges, configs, found)
 
     timings = {"kafka_metadata": time.monotonic() - started}
     mark = time.monotonic()
@@ -104,6 +109,7 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
         changelogs=changelogs,
         ranges=ranges,
         plans=plans,
+        found=found,
         stats=stats,
         keys=keys,
         created=created,
@@ -167,19 +173,18 @@ def _candidates(store: HadoopStore, folder: str) -> list[Candidate]:
 
 
 def _plans(
-    store: HadoopStore,
     changelogs: list[Changelog],
     ranges: dict[str, dict[int, tuple[int, int]]],
     configs: dict[str, dict[str, str]],
+    found: dict[tuple[str, int], list[Candidate]],
 ) -> dict[tuple[str, int], Plan]:
     now = time.time()
     plans = {}
     for c in changelogs:
         delete_retention_ms = incremental.retention_ms(configs[c.topic])
         for partition, (low, high) in ranges[c.topic].items():
-            folder = partition_dir(store.root, c.application_id, c.store, partition)
             plan = incremental.plan(
-                _candidates(store, folder),
+                found[(c.topic, partition)],
                 low=low,
                 high=high,
                 delete_retention_ms=delete_retention_ms,
@@ -208,6 +213,7 @@ def _snapshots(
     changelogs: list[Changelog],
     ranges: dict[str, dict[int, tuple[int, int]]],
     plans: dict[tuple[str, int], Plan],
+    found: dict[tuple[str, int], list[Candidate]],
     stats: dict[tuple[str, int], PartitionStats],
     keys: Any,
     created: str,
@@ -218,7 +224,7 @@ def _snapshots(
     for c in changelogs:
         for partition, (low, high) in sorted(ranges[c.topic].items()):
             base = partition_dir(store.root, c.application_id, c.store, partition)
-            existing = {candidate.end_offset for candidate in _candidates(store, base)}
+            existing = {candidate.end_offset for candidate in found[(c.topic, partition)]}
             path = f"{base}/{snapshot_name(high)}"
             plan = plans[(c.topic, partition)]
             result = PartitionResult(

@@ -26,7 +26,7 @@ from batondev.podrunner.volumes import Layout
 from baton.compactor.cronjob import compactor_name
 from baton.operator.builders.statefulset import STATE_VOLUME
 from baton.worker.testing import produce, read_all
-from tests.e2e.test_deploy_bluegreen import counts
+from tests.e2e.test_deploy_bluegreen import USERS, counts
 from tests.integration.test_operator_harness import (
     KubectlFn,
     apply,
@@ -39,7 +39,6 @@ from tests.integration.test_operator_harness import (
 
 pytestmark = pytest.mark.e2e
 
-USERS = ["alice", "bob", "carol", "dave", "erin"]
 APP = "click-counter"
 
 
