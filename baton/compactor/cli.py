@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from baton.compactor.job import REPORT_DIR
+from baton.worker.config import env_var
 
 
 def _key_values(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
@@ -46,6 +47,12 @@ def _key_values(_ctx: click.Context, _param: click.Parameter, values: tuple[str,
     envvar="BATON_SNAPSHOT_STORE",
     help="Root URI of snapshots and reports: a path, file://, hdfs://, s3a://...",
 )
+@click.option(
+    "--s3-endpoint",
+    envvar=env_var("snapshot_s3_endpoint"),
+    help="http(s):// URL of the S3-compatible server of an s3a:// store (path-style); unset: AWS.",
+)
+@click.option("--s3-region", envvar=env_var("snapshot_s3_region"), help="Region of an s3a:// store.")
 @click.option("--bootstrap-servers", required=True, envvar="BATON_BOOTSTRAP_SERVERS")
 @click.option(
     "--topology", envvar="BATON_TOPOLOGY", help="The app's topology, to audit stores against a recomputation."
@@ -96,6 +103,8 @@ def compact(
     *,
     application_ids: tuple[str, ...],
     snapshot_store: str,
+    s3_endpoint: str | None,
+    s3_region: str | None,
     bootstrap_servers: str,
     topology: str | None,
     keep: int,
@@ -109,13 +118,20 @@ def compact(
 ) -> None:
     """Snapshot every changelog partition of the app ids, keep the last N, and write an audit report."""
     from baton.compactor.job import JobConfig, run
+    from baton.compactor.s3a import hadoop_settings
     from baton.compactor.session import session
+    from baton.worker.snapshot_fs import S3Settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     target = _streamapp(streamapp)
     kafka_config = {**{k: str(v) for k, v in json.loads(kafka_config_json or "{}").items()}, **kafka_config}
     ids = [i for item in application_ids for i in item.split(",") if i]  # the env var is comma-separated
-    spark = session(master, jars.split(",") if jars else None, conf=spark_conf)
+    try:
+        s3 = S3Settings(s3_endpoint, s3_region)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--s3-endpoint") from exc
+    conf = hadoop_settings(snapshot_store, s3) | spark_conf  # the user's --conf wins
+    spark = session(master, jars.split(",") if jars else None, conf=conf)
     report = run(spark, JobConfig(bootstrap_servers, ids, snapshot_store, keep, topology, kafka_config))
     click.echo(json.dumps(report["summary"], indent=2))
     if target is not None:

@@ -91,6 +91,22 @@ class SparkSpec(_Model):
     conf: dict[str, str] = Field(default_factory=dict)
 
 
+class S3CredentialsRef(_Model):
+    """A Secret holding an access key pair; the key names default to the AWS variables'."""
+
+    name: str
+    access_key_id_key: str = "AWS_ACCESS_KEY_ID"
+    secret_access_key_key: str = "AWS_SECRET_ACCESS_KEY"
+
+
+class ObjectStoreSpec(_Model):
+    """Where an ``s3a://`` snapshot store is served, for the Job and the workers alike."""
+
+    endpoint: str | None = None
+    region: str | None = None
+    credentials_secret: S3CredentialsRef | None = None
+
+
 class CompactionSpec(_Model):
     enabled: bool = False
     schedule: str = "17 3 * * *"
@@ -98,6 +114,7 @@ class CompactionSpec(_Model):
     image: str | None = None
     snapshot_store: str | None = None
     snapshot_volume_claim: str | None = None
+    object_store: ObjectStoreSpec | None = None
     keep: int = 3
     spark_master: str = "local[*]"
     spark: SparkSpec = Field(default_factory=SparkSpec)

@@ -13,6 +13,8 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from baton.worker.snapshot_fs import S3Settings, readable
+
 
 class ProcessingGuarantee(StrEnum):
     EXACTLY_ONCE_V2 = "exactly_once_v2"
@@ -90,11 +92,30 @@ class WorkerConfig(BaseSettings):
     snapshot_store: str | None = Field(
         default=None,
         description="Root of the compactor's changelog snapshots; a store restoring from scratch "
-        "loads the newest one and replays only the changelog after it",
+        "loads the newest one and replays only the changelog after it: a path, file:// or s3a://",
     )
+    snapshot_s3_endpoint: str | None = Field(
+        default=None,
+        description="http(s):// URL of the S3-compatible server holding an s3a:// snapshot store "
+        "(MinIO, Ceph, ...), addressed path-style; unset: AWS. Credentials: the AWS_* variables",
+    )
+    snapshot_s3_region: str | None = Field(default=None, description="Region of an s3a:// snapshot store")
     kafka_config: dict[str, str] = Field(
         default_factory=dict, description="Extra librdkafka settings (JSON in BATON_KAFKA_CONFIG)"
     )
+
+    @field_validator("snapshot_store")
+    @classmethod
+    def _snapshot_store(cls, value: str | None) -> str | None:
+        if value is not None:
+            readable(value)
+        return value
+
+    @field_validator("snapshot_s3_endpoint")
+    @classmethod
+    def _snapshot_s3_endpoint(cls, value: str | None) -> str | None:
+        S3Settings(endpoint=value)  # raises with the reason
+        return value
 
     @field_validator("color")
     @classmethod

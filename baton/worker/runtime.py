@@ -55,6 +55,7 @@ from baton.worker.metrics import Metrics
 from baton.worker.naming import TaskId, changelog_topic, dlq_topic, source_topics, tasks_for
 from baton.worker.output import Output, OutputRecordRefused
 from baton.worker.restore import RestoreJob, Restorer, Seed, TaskRestore
+from baton.worker.snapshot_fs import S3Settings
 from baton.worker.splice import flip_refusal
 from baton.worker.standby import StandbyTasks
 from baton.worker.statedir import process_id
@@ -322,6 +323,7 @@ class Worker:
             self.app,
             lambda store: changelog_topic(self.app, store),
             lambda topic: self._topic_setting(topic, "delete.retention.ms"),
+            S3Settings(self.config.snapshot_s3_endpoint, self.config.snapshot_s3_region),
         )
 
     def _install_signals(self) -> None:

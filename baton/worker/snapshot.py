@@ -17,8 +17,10 @@ manifest is written last, so a directory without one is an unfinished snapshot a
 ignored: the manifest is the commit. Workers have no Spark: Parquet is read with pyarrow,
 one record batch at a time, so a restore's memory does not grow with the snapshot.
 
-Only local paths (``/x`` or ``file:///x``, e.g. a shared volume) are read today; other
-URIs (s3a://, hdfs://) need a filesystem behind ``_local`` and are refused clearly.
+The store is a local path (``/x``, ``file:///x``: a shared volume) or an object store
+(``s3a://bucket/prefix``), read through pyarrow's filesystems (``snapshot_fs``). On an
+object store the manifest is still the commit: each object appears whole, and the job
+writes the manifest after every Parquet part.
 """
 
 from __future__ import annotations
@@ -30,10 +32,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
+from baton.worker.snapshot_fs import S3Settings, open_store
 from baton.worker.stores import KeyValueStore
 
 log = logging.getLogger(__name__)
@@ -66,41 +67,58 @@ def end_of(name: str) -> int | None:
 
 @dataclass(frozen=True)
 class Snapshot:
-    path: Path
+    path: str  # within ``filesystem``
     topic: str
     partition: int
     end_offset: int
     records: int
     manifest: dict[str, Any]
+    filesystem: Any = None  # a pyarrow FileSystem; None: the local one
 
 
-def _local(root: str) -> Path:
-    parsed = urlparse(root)
-    if parsed.scheme in ("", "file"):
-        return Path(parsed.path if parsed.scheme else root)
-    raise ValueError(f"snapshot store {root!r}: only local paths are readable by workers for now")
+def _fs(snap: Snapshot) -> Any:
+    if snap.filesystem is not None:
+        return snap.filesystem
+    from pyarrow import fs
+
+    return fs.LocalFileSystem()
 
 
-def snapshots(root: str, application_id: str, store: str, partition: int) -> list[Snapshot]:
+def _read_json(filesystem: Any, path: str) -> dict[str, Any] | None:
+    """A JSON object stored at ``path``, or None when there is no such file."""
+    from pyarrow import fs
+
+    if filesystem.get_file_info(path).type != fs.FileType.File:
+        return None
+    with filesystem.open_input_stream(path) as stream:
+        data: dict[str, Any] = json.loads(stream.read())
+    return data
+
+
+def snapshots(
+    root: str, application_id: str, store: str, partition: int, s3: S3Settings | None = None
+) -> list[Snapshot]:
     """Complete snapshots of one changelog partition, newest first."""
-    base = _local(partition_dir(root, application_id, store, partition))
-    if not base.is_dir():
-        return []
+    from pyarrow import fs
+
+    filesystem, base_root = open_store(root, s3)
+    base = partition_dir(base_root, application_id, store, partition)
     out = []
-    for child in base.iterdir():
-        end = end_of(child.name)
-        manifest_path = child / MANIFEST
-        if end is None or not manifest_path.is_file():
+    for child in filesystem.get_file_info(fs.FileSelector(base, allow_not_found=True)):
+        if child.type != fs.FileType.Directory or end_of(child.base_name) is None:
             continue
-        manifest = json.loads(manifest_path.read_text())
+        manifest = _read_json(filesystem, f"{child.path}/{MANIFEST}")
+        if manifest is None:  # unfinished
+            continue
         out.append(
             Snapshot(
-                child,
+                child.path,
                 manifest["topic"],
                 int(manifest["partition"]),
                 int(manifest["end_offset"]),
                 int(manifest["records"]),
                 manifest,
+                filesystem,
             )
         )
     return sorted(out, key=lambda s: s.end_offset, reverse=True)
@@ -122,12 +140,10 @@ def freshness(created_at: Any, checked_at: Any = None) -> float | None:
 
 
 def fresh_as_of(snap: Snapshot) -> float | None:
-    """:func:`freshness` of a snapshot on a local path."""
+    """:func:`freshness` of a snapshot, with a later run's ``_checked.json`` if there is one."""
     checked_at = None
-    checked = snap.path / CHECKED
-    if checked.is_file():
-        with contextlib.suppress(OSError, ValueError):  # unreadable: the manifest's own time holds
-            checked_at = json.loads(checked.read_text()).get("checked_at")
+    with contextlib.suppress(OSError, ValueError):  # unreadable: the manifest's own time holds
+        checked_at = (_read_json(_fs(snap), f"{snap.path}/{CHECKED}") or {}).get("checked_at")
     return freshness(snap.manifest.get("created_at"), checked_at)
 
 
@@ -150,7 +166,14 @@ def within_tombstone_horizon(snap: Snapshot, delete_retention_ms: int | None, no
 
 
 def newest(
-    root: str, application_id: str, store: str, partition: int, *, low: int = 0, high: int | None = None
+    root: str,
+    application_id: str,
+    store: str,
+    partition: int,
+    *,
+    low: int = 0,
+    high: int | None = None,
+    s3: S3Settings | None = None,
 ) -> Snapshot | None:
     """The newest snapshot a restore can start from: its offset must lie within the changelog's [low, high].
 
@@ -158,7 +181,7 @@ def newest(
     ``low`` would miss records that were deleted (a compacted changelog never moves
     ``low`` past a live record, but a misconfigured one with retention does).
     """
-    for snap in snapshots(root, application_id, store, partition):
+    for snap in snapshots(root, application_id, store, partition, s3):
         if (high is None or snap.end_offset <= high) and snap.end_offset >= low:
             return snap
     return None
@@ -167,9 +190,16 @@ def newest(
 def read(snap: Snapshot, batch: int = BATCH) -> Iterator[tuple[bytes, bytes]]:
     """The (key, value) pairs of a snapshot, file by file, ``batch`` rows in memory at a time."""
     import pyarrow.parquet as pq
+    from pyarrow import fs
 
-    for part in sorted(snap.path.glob("*.parquet")):
-        with pq.ParquetFile(part) as parquet:
+    filesystem = _fs(snap)
+    parts = sorted(
+        info.path
+        for info in filesystem.get_file_info(fs.FileSelector(snap.path))
+        if info.type == fs.FileType.File and info.base_name.endswith(".parquet")
+    )
+    for part in parts:
+        with filesystem.open_input_file(part) as source, pq.ParquetFile(source) as parquet:
             for rows in parquet.iter_batches(batch_size=batch, columns=["key", "value"]):
                 keys, values = rows.column(0).to_pylist(), rows.column(1).to_pylist()
                 for key, value in zip(keys, values, strict=True):
@@ -200,6 +230,7 @@ def seeder(
     application_id: str,
     changelog: Callable[[str], str],
     delete_retention_ms: Callable[[str], int | None],
+    s3: S3Settings | None = None,
 ) -> Callable[[Any, int, int], int | None]:
     """For the restore thread: ``seed(job, low, high)`` loads the newest usable snapshot, returns its offset.
 
@@ -212,7 +243,7 @@ def seeder(
         if job.topic != changelog(job.store_name):
             return None
         try:
-            snap = newest(root, application_id, job.store_name, job.partition, low=low, high=high)
+            snap = newest(root, application_id, job.store_name, job.partition, low=low, high=high, s3=s3)
             if snap is None:
                 return None
             retention = delete_retention_ms(job.topic)
@@ -224,7 +255,7 @@ def seeder(
                         "task": str(job.task),
                         "store": job.store_name,
                         "partition": job.partition,
-                        "snapshot": str(snap.path),
+                        "snapshot": snap.path,
                         "fresh_as_of": fresh_as_of(snap),
                         "delete_retention_ms": retention,
                     },
@@ -243,7 +274,7 @@ def seeder(
             extra={
                 "task": str(job.task),
                 "store": job.store_name,
-                "snapshot": str(snap.path),
+                "snapshot": snap.path,
                 "records": loaded,
                 "end_offset": snap.end_offset,
             },

@@ -1,4 +1,4 @@
-"""Builds Kubernetes, etcd and helm from the Go module proxy into the cache.
+"""Builds Kubernetes, etcd, helm and MinIO from the Go module proxy into the cache.
 
 k8s.io/kubernetes cannot be ``go install``ed: its go.mod replaces every staging
 module (k8s.io/api, k8s.io/client-go, ...) with a local folder. A small wrapper
@@ -34,6 +34,10 @@ def etcd_dir() -> Path:
 
 def helm_dir() -> Path:
     return paths.tool_dir("helm", versions.HELM)
+
+
+def minio_dir() -> Path:
+    return paths.tool_dir("minio", versions.MINIO)
 
 
 def _go_env(workdir: Path) -> dict[str, str]:
@@ -145,24 +149,32 @@ def build_etcd() -> Path:
     return dest / "bin"
 
 
-def build_helm() -> Path:
-    dest = helm_dir()
-    if (dest / "bin" / "helm").exists():
+def _go_install(name: str, package: str, version: str, dest: Path, ldflags: str = "-s -w") -> Path:
+    """``go install package@version`` into ``dest/bin`` once (modules whose go.mod has no local replaces)."""
+    if (dest / "bin" / name).exists():
         return dest / "bin"
     need("go")
-    with tempfile.TemporaryDirectory(prefix="baton-helm-") as tmpd:
+    with tempfile.TemporaryDirectory(prefix=f"baton-{name}-") as tmpd:
         work = Path(tmpd)
         env = _go_env(work)
         env["GOBIN"] = str(work / "out")
         env["GOFLAGS"] = "-buildvcs=false"
-        ver = versions.HELM
-        ldflags = f"-s -w -X helm.sh/helm/v3/internal/version.version={ver}"
-        log = str(paths.CACHE / f"helm-{ver}.build.log")
         run(
-            ["go", "install", "-trimpath", "-ldflags", ldflags, f"helm.sh/helm/v3/cmd/helm@{ver}"],
+            ["go", "install", "-trimpath", "-ldflags", ldflags, f"{package}@{version}"],
             cwd=str(work),
             env=env,
-            log=log,
+            log=str(paths.CACHE / f"{name}-{version}.build.log"),
         )
-        _install_bins(work / "out", dest, ("helm",))
+        _install_bins(work / "out", dest, (name,))
     return dest / "bin"
+
+
+def build_helm() -> Path:
+    ver = versions.HELM
+    ldflags = f"-s -w -X helm.sh/helm/v3/internal/version.version={ver}"
+    return _go_install("helm", "helm.sh/helm/v3/cmd/helm", ver, helm_dir(), ldflags)
+
+
+def build_minio() -> Path:
+    """MinIO, the S3-compatible server the snapshot store tests write to and restore from."""
+    return _go_install("minio", "github.com/minio/minio", versions.MINIO, minio_dir())

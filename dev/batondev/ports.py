@@ -17,3 +17,5 @@ SCHEDULER = BASE + 22
 SPARK_MASTER = BASE + 30  # a standalone Spark cluster: master RPC
 SPARK_MASTER_UI = BASE + 31
 SPARK_WORKER_UI = BASE + 32  # and BASE + 33: one per worker
+S3 = BASE + 40  # MinIO's S3 API
+S3_CONSOLE = BASE + 41  # MinIO's console port (its web UI is off); MinIO insists on binding one

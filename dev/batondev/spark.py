@@ -67,6 +67,49 @@ def jars() -> list[str]:
     return sorted(str(p) for p in install().glob("*.jar"))
 
 
+S3A_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>dev.baton</groupId>
+  <artifactId>spark-s3a-runtime</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.hadoop</groupId>
+      <artifactId>hadoop-aws</artifactId>
+      <version>{hadoop}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+
+def hadoop_version() -> str:
+    """The Hadoop client pyspark ships (hadoop-aws must match it exactly)."""
+    import pyspark
+
+    found = sorted((Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"))
+    if not found:
+        raise RuntimeError("pyspark ships no hadoop-client-api jar: cannot choose hadoop-aws")
+    return found[0].name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+
+
+def s3a_install() -> Path:
+    """hadoop-aws and the AWS SDK bundle (about 560 MB) once per Hadoop version; returns their folder."""
+    version = hadoop_version()
+    dest = paths.tool_dir("spark-s3a", version) / "jars"
+    if (dest.parent / ".complete").exists():
+        return dest
+    maven.copy_dependencies(S3A_POM.format(hadoop=version), dest, f"spark-s3a-{version}.install.log")
+    (dest.parent / ".complete").touch()
+    return dest
+
+
+def s3a_classpath() -> str:
+    """The S3A jars as a class path (the compactor's BATON_SPARK_CLASSPATH)."""
+    return os.pathsep.join(sorted(str(p) for p in s3a_install().glob("*.jar")))
+
+
 def master_url() -> str:
     return f"spark://127.0.0.1:{ports.SPARK_MASTER}"
 

@@ -1,4 +1,4 @@
-"""``dev/stack``: install and run Baton's local stack (Kafka, Kubernetes control plane, helm, Spark jars).
+"""``dev/stack``: install and run Baton's local stack (Kafka, Kubernetes control plane, helm, Spark, MinIO).
 
 Every subcommand is idempotent: ``up`` twice is harmless, ``down`` leaves the caches.
 """
@@ -12,10 +12,10 @@ import time
 
 import click
 
-from . import gobuild, kafka, kube, paths, ports, procs, spark
+from . import gobuild, kafka, kube, objectstore, paths, ports, procs, spark
 from .requirements import MissingTool
 
-COMPONENTS = ("kafka", "kube", "helm", "spark")
+COMPONENTS = ("kafka", "kube", "helm", "spark", "s3")
 
 
 def up_components(components: tuple[str, ...] | list[str], *, fresh: bool = False) -> dict[str, float]:
@@ -37,6 +37,9 @@ def up_components(components: tuple[str, ...] | list[str], *, fresh: bool = Fals
         elif comp == "spark":
             spark.install()
             spark.cluster_up()
+        elif comp == "s3":
+            objectstore.up(fresh=fresh)
+            spark.s3a_install()
         spent[comp] = time.monotonic() - started
     return spent
 
@@ -48,6 +51,7 @@ def env_lines() -> list[str]:
         f"export BATON_KAFKA_SCRAM_BOOTSTRAP={kafka.scram_bootstrap()}",
         f"export KUBECONFIG={shlex.quote(str(kube.kubeconfig()))}",
         f"export BATON_SPARK_CLUSTER={spark.master_url()}",
+        f"export BATON_STACK_S3_ENDPOINT={objectstore.endpoint()}",
         f'export PATH="{path}"',
     ]
 
@@ -55,8 +59,8 @@ def env_lines() -> list[str]:
 @click.group()
 def main() -> None:
     """Baton's local stack on 127.0.0.1: a Kafka broker (KRaft), etcd, kube-apiserver,
-    kube-controller-manager, kube-scheduler, kubectl, helm, the Spark Kafka connector and a
-    standalone Spark cluster (a master, two workers)."""
+    kube-controller-manager, kube-scheduler, kubectl, helm, the Spark Kafka connector, a
+    standalone Spark cluster (a master, two workers) and MinIO (S3) with Hadoop's S3A jars."""
 
 
 @main.command()
@@ -85,6 +89,8 @@ def up(components: tuple[str, ...], fresh: bool) -> None:
 def down() -> None:
     """Stop everything the stack started; installs and caches stay."""
     stopped = spark.cluster_down() + kube.down()
+    if objectstore.down():
+        stopped.append("minio")
     if kafka.down():
         stopped.append("kafka")
     click.echo(f"stopped: {', '.join(stopped) or 'nothing was running'}", err=True)
@@ -108,6 +114,7 @@ def status() -> None:
         ("spark-master", "spark-master", spark.master_url()),
         ("spark-worker-1", "spark-worker-1", "1 core, 1 GiB"),
         ("spark-worker-2", "spark-worker-2", "1 core, 1 GiB"),
+        ("minio", objectstore.NAME, f"{objectstore.endpoint()} bucket {objectstore.BUCKET}"),
     ]
     down_count = 0
     for label, name, where in rows:

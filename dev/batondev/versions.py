@@ -5,3 +5,6 @@ ETCD = "v3.6.16"
 HELM = "v3.21.4"
 KAFKA = "4.3.1"
 SCALA = "2.13"
+# MinIO publishes no semver tags, so the module proxy serves commits as pseudo-versions;
+# this is the newest commit of its main branch when Baton pinned it.
+MINIO = "v0.0.0-20260212201848-7aac2a2c5b7c"

@@ -1,10 +1,12 @@
 """The compactor as a deployed app uses it: the operator's CronJob, run as a Job by the pod
-runner, snapshots the changelogs into the snapshot claim; a worker whose state volume is lost
-restores from that snapshot (the metric shows how little it replayed) and counts stay exact.
+runner, snapshots the changelogs into an object store (the stack's MinIO, credentials from a
+Secret); a worker whose state volume is lost restores from that snapshot (the metric shows
+how little it replayed) and counts stay exact.
 
 Everything is the real thing except the container runtime: the pod runner runs the Job's
-``baton compact`` (PySpark in local mode) and the workers' ``baton run`` as processes, and
-stands in for the compactor image's ENV (the connector jars) with ``--image-env``.
+``baton compact`` (PySpark in local mode, S3A) and the workers' ``baton run`` (pyarrow's S3)
+as processes, and stands in for the compactor image's ENV (the connector and S3A jars) with
+``--image-env``.
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ from typing import Any
 
 import orjson
 import pytest
-from batondev import paths
+from batondev import objectstore, paths
 from batondev import spark as spark_jars
 from batondev.podrunner import harness, portmap
 from batondev.podrunner.volumes import Layout
+from pyarrow import fs as pafs
 
 from baton.compactor.cronjob import compactor_name
+from baton.compactor.s3a import CLASSPATH_ENV
 from baton.operator.builders.statefulset import STATE_VOLUME
+from baton.worker.snapshot_fs import S3Settings, open_store
 from baton.worker.testing import produce, read_all
 from tests.e2e.test_deploy_bluegreen import USERS, counts
 from tests.integration.test_operator_harness import (
@@ -84,15 +89,18 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
     new_topic: Any,
     unique_name: str,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     install_crds(kubectl)
+    endpoint = objectstore.up()
     clicks_topic, counts_topic = new_topic(partitions=2), new_topic(partitions=2)
-    claim = {
+    keys = {
         "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "snapshots", "namespace": namespace},
-        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+        "kind": "Secret",
+        "metadata": {"name": "s3-keys", "namespace": namespace},
+        "stringData": {"access-key": objectstore.ACCESS_KEY, "secret-key": objectstore.SECRET_KEY},
     }
+    store = f"s3a://{objectstore.BUCKET}/{unique_name}"
     manifest = example_manifest(
         namespace,
         kafka={"bootstrapServers": kafka_bootstrap},
@@ -104,7 +112,15 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
         upgrade={"strategy": "Rolling"},
         compaction={
             "enabled": True,
-            "snapshotVolumeClaim": "snapshots",
+            "snapshotStore": store,
+            "objectStore": {
+                "endpoint": endpoint,
+                "credentialsSecret": {
+                    "name": "s3-keys",
+                    "accessKeyIdKey": "access-key",
+                    "secretAccessKeyKey": "secret-key",
+                },
+            },
             "schedule": "0 0 1 1 *",  # runs when this test creates a Job from it
             "sparkMaster": "local[1]",
             "spark": {"driverMemory": "512m", "conf": {"spark.sql.shuffle.partitions": "2"}},
@@ -119,11 +135,16 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
         worker={"writeCache": False},
     )
     producer = Clicks(kafka_bootstrap, clicks_topic)
-    image_env = ["--image-env", f"BATON_SPARK_JARS={','.join(spark_jars.jars())}"]
+    image_env = [
+        "--image-env",
+        f"BATON_SPARK_JARS={','.join(spark_jars.jars())}",
+        "--image-env",
+        f"{CLASSPATH_ENV}={spark_jars.s3a_classpath()}",
+    ]
     with harness.running(namespace, log_dir=tmp_path, extra=image_env):
         operator = start_operator(tmp_path, namespace, kube.kubeconfig, "operator")
         try:
-            apply(kubectl, claim)
+            apply(kubectl, keys)
             apply(kubectl, manifest)
             kubectl("wait", "--for=condition=Ready", f"sapp/{APP}", "-n", namespace, "--timeout=100s")
             producer.batch(600)
@@ -139,6 +160,11 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
             assert compaction["liveKeys"] == len(producer.sent), compaction
             assert compaction["recordsRead"] == changelog_records and compaction["snapshotsWritten"] == 2
             assert compaction["findings"] == 0, compaction
+            for var, value in objectstore.client_env().items():  # this process reads the bucket too
+                monkeypatch.setenv(var, value)
+            s3fs, prefix = open_store(store, S3Settings(endpoint))  # the objects are in the bucket
+            names = [i.path for i in s3fs.get_file_info(pafs.FileSelector(prefix, recursive=True))]
+            assert sum(n.endswith("/_baton.json") for n in names) == 2, names
 
             # the worker loses its state volume: a new claim of the same name starts empty
             kubectl("delete", "pvc", f"{STATE_VOLUME}-{POD}", "-n", namespace, "--wait=false")

@@ -1,7 +1,8 @@
-"""The compactor against the real broker and real workers, with PySpark in local mode.
+"""The compactor against the real broker and real workers, with PySpark on the stack's cluster.
 
-One SparkSession serves the module (starting one costs 10-20 s). Changelogs come from the
-click counter example run by real ``baton run`` subprocesses on real input.
+One SparkSession serves the module (starting one costs 10-20 s); it can write the stack's
+MinIO through S3A as well as local paths. Changelogs come from the click counter example
+run by real ``baton run`` subprocesses on real input.
 """
 
 from __future__ import annotations
@@ -16,18 +17,23 @@ from typing import Any
 import orjson
 import pytest
 from batondev import kafka as stack_kafka
+from batondev import objectstore
 from batondev import spark as spark_jars
 from click.testing import CliRunner
 from confluent_kafka import Producer
+from pyarrow import fs as pafs
 
 from baton.compactor.cli import compact
 from baton.compactor.cronjob import compactor_identity, compactor_name
 from baton.compactor.job import JobConfig, run
+from baton.compactor.s3a import CLASSPATH_ENV, hadoop_settings
 from baton.compactor.session import session
 from baton.operator.builders import desired_objects
 from baton.operator.builders.env import SASL_PASSWORD_VAR, SASL_USERNAME_VAR
 from baton.operator.spec import StreamApp
-from baton.worker import snapshot
+from baton.worker import snapshot, snapshot_fs
+from baton.worker.config import env_var
+from baton.worker.snapshot_fs import S3Settings
 from baton.worker.stores import RocksDBStore
 from baton.worker.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
 from tests.conftest import Kube
@@ -55,14 +61,39 @@ def spark() -> Iterator[Any]:
     Spark smoke test and in bench/compaction.py."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     master = spark_jars.cluster_up()
+    try:
+        endpoint = objectstore.up()
+        s3_env = {**objectstore.client_env(), CLASSPATH_ENV: spark_jars.s3a_classpath()}
+    except Exception as exc:
+        pytest.fail(f"the stack's object store (MinIO) or the S3A jars did not come up: {exc}", pytrace=False)
+    saved = {k: os.environ.get(k) for k in s3_env}
+    os.environ.update(s3_env)  # the driver's S3A reads the AWS chain, and passes it to executors
     # tiny inputs: Spark's 200 default shuffle partitions would be mostly scheduling overhead
-    conf = {"spark.sql.shuffle.partitions": "4"}
+    conf = {"spark.sql.shuffle.partitions": "4"} | hadoop_settings("s3a://x", S3Settings(endpoint))
     spark_session = session(master, spark_jars.jars(), app_name="baton-compactor-tests", conf=conf)
     assert spark_session.sparkContext.master == master
     jsc = spark_session.sparkContext._jsc.sc()  # block managers: the driver's and each executor's
     wait_for(lambda: jsc.getExecutorMemoryStatus().size() >= 3, 60, "two executors and the driver")
     yield spark_session
     spark_session.stop()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def _store(kind: str, tmp: Path, name: str) -> tuple[str, dict[str, str]]:
+    """A snapshot store of ``kind`` and the environment a worker reads it with."""
+    if kind == "path":
+        root = str(tmp / "snapshots")
+        return root, {env_var("snapshot_store"): root}
+    root = f"s3a://{objectstore.BUCKET}/{name}"
+    return root, {
+        env_var("snapshot_store"): root,
+        env_var("snapshot_s3_endpoint"): objectstore.endpoint(),
+        **objectstore.client_env(),
+    }
 
 
 def _clicks(start: int, n: int, users: int) -> list[tuple[bytes, bytes]]:
@@ -181,11 +212,18 @@ def test_snapshot_equals_the_store_at_the_covered_offset(
         assert dict(snapshot.read(kept[0])) == app.store("a", p)[0]
 
 
-def test_restore_from_a_snapshot_reads_fewer_records_and_ends_identical(
-    spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+@pytest.mark.parametrize("kind", ["path", "s3"])
+def test_restore_from_a_snapshot_reads_fewer_records_and_ends_identical(  # noqa: PLR0917
+    spark: Any,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    unique_name: str,
+    tmp_path: Path,
+    kind: str,
 ) -> None:
+    """A local path and an object store (MinIO through S3A in the job, pyarrow in the worker)."""
     app = _app(kafka_bootstrap, new_topic, unique_name, tmp_path)
-    root = str(tmp_path / "snapshots")
+    root, store_env = _store(kind, tmp_path, unique_name)
     a = app.worker("a").start()
     a.wait_ready()
     app.feed(0, 3000, 50)
@@ -198,7 +236,11 @@ def test_restore_from_a_snapshot_reads_fewer_records_and_ends_identical(
     total = len(read_all(kafka_bootstrap, app.changelog))
     assert total == 3500
 
-    with_snapshot = app.worker("b", env={"BATON_SNAPSHOT_STORE": root}).start()
+    if kind == "s3":  # the objects are really in the bucket, where plain pyarrow finds them
+        s3fs, prefix = snapshot_fs.open_store(root, S3Settings(objectstore.endpoint()))
+        parts = s3fs.get_file_info(pafs.FileSelector(prefix, recursive=True))
+        assert sum(i.base_name.endswith(".parquet") for i in parts) >= PARTITIONS
+    with_snapshot = app.worker("b", env=store_env).start()
     with_snapshot.wait_ready()
     assert with_snapshot.stop() == 0
     without = app.worker("c").start()

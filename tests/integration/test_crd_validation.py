@@ -120,6 +120,21 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
         ["spec.compaction.spark.conf", "other than spark.master, spark.jars"],
     ),
     (
+        "object-store-without-an-s3a-store",
+        _spec(compaction={"snapshotVolumeClaim": "snaps", "objectStore": {"endpoint": "http://minio:9000"}}),
+        ["spec.compaction.objectStore", "describes an s3a:// snapshotStore"],
+    ),
+    (
+        "object-store-endpoint-url",
+        _spec(compaction={"snapshotStore": "s3a://b/p", "objectStore": {"endpoint": "minio:9000"}}),
+        ["spec.compaction.objectStore.endpoint", "must be an http:// or https:// URL"],
+    ),
+    (
+        "object-store-secret-name",
+        _spec(compaction={"snapshotStore": "s3a://b/p", "objectStore": {"credentialsSecret": {}}}),
+        ["spec.compaction.objectStore.credentialsSecret.name", "Required value"],
+    ),
+    (
         "replication-factor-zero",
         _spec(kafka={"bootstrapServers": "k:9092", "replicationFactor": 0}),
         ["spec.kafka.replicationFactor", "must be -1 (the broker's default) or at least 1"],

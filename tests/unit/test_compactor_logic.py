@@ -17,10 +17,12 @@ from baton.compactor.latest import PartitionStats, latest_per_key
 from baton.compactor.metrics import prometheus_text
 from baton.compactor.recompute import plans
 from baton.compactor.retention import to_delete
+from baton.compactor.s3a import CLASSPATH_ENV, hadoop_settings
 from baton.compactor.session import settings
 from baton.compactor.status import compaction_status, parse_streamapp
 from baton.worker import snapshot
 from baton.worker.dsl import Topology
+from baton.worker.snapshot_fs import S3Settings, open_store
 from baton.worker.stores import MemoryStore
 
 pytestmark = pytest.mark.unit
@@ -195,8 +197,8 @@ def test_snapshot_layout_and_choice(tmp_path: Path) -> None:
     assert chosen is not None and chosen.end_offset == 200
     assert snapshot.newest(str(tmp_path), "app", "s", 0, low=301) is None
     assert snapshot.newest(str(tmp_path), "app", "s", 1) is None
-    with pytest.raises(ValueError, match="only local"):
-        snapshot.newest("s3a://bucket/x", "app", "s", 0)
+    with pytest.raises(ValueError, match="hdfs:// is written by the compactor only"):
+        snapshot.newest("hdfs://namenode/x", "app", "s", 0)
 
 
 def test_an_empty_snapshot_sets_the_checkpoint(tmp_path: Path) -> None:
@@ -204,7 +206,7 @@ def test_an_empty_snapshot_sets_the_checkpoint(tmp_path: Path) -> None:
     snap = snapshot.snapshots(str(tmp_path.parent), tmp_path.name, "", 0)
     assert snap == []  # layout is app/store/partition: a bare folder is not a snapshot store
     store = MemoryStore()
-    found = snapshot.Snapshot(tmp_path / snapshot.snapshot_name(7), "t", 0, 7, 0, {})
+    found = snapshot.Snapshot(str(tmp_path / snapshot.snapshot_name(7)), "t", 0, 7, 0, {})
     assert snapshot.load_into(store, found) == 0
     assert store.checkpoint() == 7
 
@@ -433,3 +435,35 @@ def test_spark_session_settings() -> None:
     assert cluster["spark.driver.host"] == "10.0.0.7" and cluster["spark.driver.bindAddress"] == "0.0.0.0"
     assert cluster["spark.executor.memory"] == "2g"
     assert settings("spark://m:7077", {"spark.ui.enabled": "true"}, None)["spark.ui.enabled"] == "true"
+
+
+def test_s3a_settings_match_what_the_workers_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Path-style on the same endpoint, a region, s3:// as s3a://, the S3A jars on both class
+    paths, and the driver's AWS variables passed on to executors (which write the parts)."""
+    monkeypatch.setenv(CLASSPATH_ENV, "/opt/s3a/hadoop-aws.jar:/opt/s3a/bundle.jar")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "id")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    conf = hadoop_settings("s3a://b/x", S3Settings("http://127.0.0.1:9000"))
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"
+    assert conf["spark.hadoop.fs.s3.impl"].endswith("S3AFileSystem")
+    assert conf["spark.driver.extraClassPath"] == conf["spark.executor.extraClassPath"]
+    assert conf["spark.executorEnv.AWS_SECRET_ACCESS_KEY"] == "secret"
+    assert "spark.executorEnv.AWS_SESSION_TOKEN" not in conf
+    aws = hadoop_settings("s3://b/x", S3Settings(region="eu-west-1"))
+    assert aws["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
+    assert "spark.hadoop.fs.s3a.endpoint" not in aws and "spark.hadoop.fs.s3a.path.style.access" not in aws
+    assert hadoop_settings("/var/lib/snaps", S3Settings("http://x:1")) == {}
+    with pytest.raises(ValueError, match="http:// or https://"):
+        S3Settings("127.0.0.1:9000")
+
+
+def test_a_local_store_is_read_through_the_same_filesystem_layer(tmp_path: Path) -> None:
+    filesystem, root = open_store(f"file://{tmp_path}/")
+    assert root == str(tmp_path)
+    assert type(filesystem).__name__ == "LocalFileSystem"
+    assert open_store(str(tmp_path))[1] == str(tmp_path)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from baton.compactor.cronjob import SNAPSHOT_MOUNT, cronjob
+from baton.operator.builders import desired_objects
 from baton.operator.builders.env import worker_env
 from baton.operator.builders.statefulset import statefulset
 from baton.operator.constants import STATE_DIR
@@ -53,7 +54,7 @@ NOT_IN_SPEC_YET = {
     "state_cleanup_delay_ms",  # Kafka Streams' state.cleanup.delay.ms; its default suits Pods
 }
 # Set only when spec.compaction is on (test_workers_read_the_snapshots_the_compactor_writes).
-ONLY_WITH_COMPACTION = {"snapshot_store"}
+ONLY_WITH_COMPACTION = {"snapshot_store", "snapshot_s3_endpoint", "snapshot_s3_region"}
 
 
 def test_blue_green_sets_every_worker_setting() -> None:
@@ -65,7 +66,7 @@ def test_blue_green_sets_every_worker_setting() -> None:
 
 def test_workers_read_the_snapshots_the_compactor_writes() -> None:
     """The Pods get the store the CronJob writes: the claim mounted read-only where the Job
-    mounts it, or a local path as is; an object-store URI workers cannot read yet is left out."""
+    mounts it, or a local path as is; an HDFS URI workers cannot read is left out."""
     claim = statefulset(app(compaction={"enabled": True, "snapshotVolumeClaim": "snaps"}), "green")
     pod = claim["spec"]["template"]["spec"]
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
@@ -93,11 +94,59 @@ def test_workers_read_the_snapshots_the_compactor_writes() -> None:
     local = worker_env(app(compaction={"enabled": True, "snapshotStore": "file:///shared/snaps"}), "blue")
     assert {"name": env_var("snapshot_store"), "value": "file:///shared/snaps"} in local
     for spec in (
-        {"enabled": True, "snapshotStore": "s3a://bucket/snaps"},
+        {"enabled": True, "snapshotStore": "hdfs://namenode/snaps"},
         {"enabled": False, "snapshotVolumeClaim": "x"},
+        {"enabled": False, "snapshotStore": "s3a://bucket/snaps"},
     ):
         names = _baton_names(worker_env(app(compaction=spec), "blue"))
         assert env_var("snapshot_store") not in names, spec
+
+
+def test_workers_and_the_job_reach_an_object_store_the_same_way() -> None:
+    """An s3a:// store: the same URI, endpoint, region and Secret-backed keys in the worker
+    Pods and the CronJob's Pod; without objectStore, only the URI (AWS, the Pods' identity)."""
+    compaction = {
+        "enabled": True,
+        "snapshotStore": "s3a://snaps/prod",
+        "objectStore": {
+            "endpoint": "http://minio.storage:9000",
+            "region": "eu-west-1",
+            "credentialsSecret": {"name": "s3-keys", "accessKeyIdKey": "id"},
+        },
+    }
+    objects = {f"{o['kind']}/{o['metadata']['name']}": o for o in desired_objects(app(compaction=compaction))}
+    job = objects["CronJob/click-counter-compactor"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    for pod in (job, objects["StatefulSet/click-counter-green"]["spec"]["template"]["spec"]):
+        env = {e["name"]: e.get("value") or e.get("valueFrom") for e in pod["containers"][0]["env"]}
+        assert env[env_var("snapshot_s3_endpoint")] == "http://minio.storage:9000"
+        assert env[env_var("snapshot_s3_region")] == "eu-west-1"
+        assert env["AWS_ACCESS_KEY_ID"] == {"secretKeyRef": {"name": "s3-keys", "key": "id"}}
+        assert env["AWS_SECRET_ACCESS_KEY"] == {
+            "secretKeyRef": {"name": "s3-keys", "key": "AWS_SECRET_ACCESS_KEY"}
+        }
+    assert job["containers"][0]["args"][2] == "s3a://snaps/prod"
+    workers = objects["StatefulSet/click-counter-blue"]["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in workers["env"]}
+    assert env[env_var("snapshot_store")] == "s3a://snaps/prod"
+    config = WorkerConfig.model_validate(  # what the worker makes of it
+        {"topology": "t", "bootstrap_servers": "k:9092", "application_id": "a"}
+        | {f: env[env_var(f)] for f in ("snapshot_store", "snapshot_s3_endpoint", "snapshot_s3_region")}
+    )
+    assert config.snapshot_s3_endpoint == "http://minio.storage:9000"
+    plain = worker_env(app(compaction={"enabled": True, "snapshotStore": "s3a://snaps/prod"}), "blue")
+    assert {"name": env_var("snapshot_store"), "value": "s3a://snaps/prod"} in plain
+    assert not {e["name"] for e in plain} & {"AWS_ACCESS_KEY_ID", env_var("snapshot_s3_endpoint")}
+
+
+def test_worker_config_refuses_stores_it_cannot_read() -> None:
+    base = {"topology": "t", "bootstrap_servers": "k:9092", "application_id": "a"}
+    for bad, why in (
+        ({"snapshot_store": "hdfs://nn/x"}, "hdfs:// is written by the compactor only"),
+        ({"snapshot_store": "s3a:///x"}, "names no bucket"),
+        ({"snapshot_s3_endpoint": "minio:9000"}, "must be an http:// or https:// URL"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            WorkerConfig.model_validate(base | bad)
 
 
 def test_worker_config_parses_the_pod_environment(monkeypatch: pytest.MonkeyPatch) -> None:

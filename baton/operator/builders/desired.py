@@ -13,6 +13,7 @@ from baton.operator.builders.env import kafka_client_env
 from baton.operator.builders.pdb import pod_disruption_budget
 from baton.operator.builders.service import headless_service
 from baton.operator.builders.serviceaccount import service_account
+from baton.operator.builders.snapshots import object_store_env
 from baton.operator.builders.statefulset import NOT_DEPLOYED, kafka_secret_volumes, statefulset
 from baton.operator.constants import API_VERSION, KIND, Color
 from baton.operator.deploy_record import DeployRecord
@@ -82,7 +83,7 @@ def desired_objects(
         body,
         flip_in_progress=flip_in_progress,
         application_ids=ids,
-        extra_env=kafka_client_env(app),
+        extra_env=kafka_client_env(app) + object_store_env(app),
         extra_volumes=kafka_secret_volumes(app),
     )
     if job is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from baton.operator.builders.snapshots import snapshot_source
+from baton.operator.builders.snapshots import object_store_env, snapshot_source
 from baton.operator.constants import KAFKA_SECRET_DIR, STATE_DIR, Color
 from baton.operator.spec import StreamApp
 from baton.worker.config import env_var
@@ -94,4 +94,6 @@ def worker_env(app: StreamApp, color: Color, generation: int = 0) -> list[dict[s
     snapshots = snapshot_source(app)
     if snapshots is not None:
         env.append(_value("snapshot_store", snapshots.store))
+        if snapshots.object_store is not None:
+            env += object_store_env(app)
     return env + [dict(e) for e in spec.pod_template.env]
