@@ -68,6 +68,17 @@ RUN printf '%s\n' \
   '</project>' > pom.xml \
  && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=/jars/out
 
+# ---------------------------------------------------------------- Hadoop's S3A for s3a:// snapshot stores
+FROM ${MAVEN_IMAGE} AS s3a-jars
+WORKDIR /jars
+# Same resolution as dev/batondev/spark.py: hadoop-aws of pyspark 4.0.0's Hadoop (3.4.1) and the AWS SDK bundle.
+RUN printf '%s\n' \
+  '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>' \
+  '<groupId>dev.baton</groupId><artifactId>spark-s3a-runtime</artifactId><version>1</version><packaging>pom</packaging>' \
+  '<dependencies><dependency><groupId>org.apache.hadoop</groupId><artifactId>hadoop-aws</artifactId><version>3.4.1</version></dependency></dependencies>' \
+  '</project>' > pom.xml \
+ && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=/jars/out
+
 # ---------------------------------------------------------------- compactor: runtime + JRE + pyspark
 FROM runtime AS compactor
 USER 0
@@ -78,9 +89,12 @@ RUN apt-get update \
  && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java
 RUN /opt/baton/bin/pip install --no-cache-dir "pyspark==4.0.0"
 COPY --from=spark-jars /jars/out/ /opt/baton/spark-jars/
-# spark.jars accepts globs; baton.compactor.session reads BATON_SPARK_JARS.
+COPY --from=s3a-jars /jars/out/ /opt/baton/s3a-jars/
+# spark.jars accepts globs; baton.compactor.session reads BATON_SPARK_JARS. The S3A jars go on
+# the class path (a JVM class path takes dir/*): baton.compactor.s3a reads BATON_SPARK_CLASSPATH.
 ENV JAVA_HOME=/opt/java \
     BATON_SPARK_JARS=/opt/baton/spark-jars/* \
+    BATON_SPARK_CLASSPATH=/opt/baton/s3a-jars/* \
     SPARK_LOCAL_DIRS=/tmp
 USER 10001:10001
 ENTRYPOINT ["baton", "compact"]

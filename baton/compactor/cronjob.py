@@ -26,6 +26,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from baton import __version__
+
+# The Dockerfile's `compactor` target: the runtime plus a JRE, pyspark, the Kafka connector
+# and the S3A jars. The app's image has no Java, so it cannot be the default; an image built
+# FROM this one with the app's code also runs the recomputation audit (without the code the
+# audit says it could not compare).
+DEFAULT_IMAGE = f"ghcr.io/baton-dev/baton-compactor:{__version__}"
 SNAPSHOT_MOUNT = "/var/lib/baton-snapshots"
 CONTAINER = "compactor"
 
@@ -137,6 +144,7 @@ def cronjob(
     extra_env: list[dict[str, Any]] | None = None,
     application_ids: list[str] | None = None,
     extra_volumes: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], []),
+    default_image: str = DEFAULT_IMAGE,
 ) -> dict[str, Any] | None:
     """The CronJob manifest, or None when ``spec.compaction.enabled`` is false.
 
@@ -146,7 +154,8 @@ def cronjob(
     ``application_ids`` are the ids the colors run now (``<id>-<color>-g<N>`` after a
     Rebuild); the operator passes them from its deploy record. Without them, each color's
     first generation. It runs as :func:`compactor_identity`'s ServiceAccount, which the
-    caller applies with it."""
+    caller applies with it. ``default_image`` is the operator's compactor image, used unless
+    ``spec.compaction.image`` names another."""
     meta, spec = body["metadata"], body["spec"]
     compaction = spec.get("compaction") or {}
     if not compaction.get("enabled", False):
@@ -185,7 +194,7 @@ def cronjob(
     labels = _labels(name)
     container: dict[str, Any] = {
         "name": CONTAINER,
-        "image": compaction.get("image") or spec["image"],
+        "image": compaction.get("image") or default_image,
         "imagePullPolicy": spec.get("imagePullPolicy", "IfNotPresent"),
         "command": ["baton"],
         "args": args,

@@ -303,7 +303,17 @@ def _recompute_audit(
     from baton.worker.loader import load
 
     assert config.topology is not None
-    topology = load(config.topology)
+    try:
+        topology = load(config.topology)
+    except ImportError as exc:  # the compactor image need not carry the app's code: say so, go on
+        log.warning("topology not importable: no recomputation audit", extra={"error": str(exc)})
+        return {
+            "skipped": [
+                f"the topology {config.topology} is not importable in the compactor's image ({exc}); "
+                "set spec.compaction.image to an image built FROM the compactor image with the app's code"
+            ],
+            "apps": {},
+        }
     plans, skipped = recompute.plans(topology)
     out: dict[str, Any] = {"skipped": skipped, "apps": {}}
     for app in config.application_ids:

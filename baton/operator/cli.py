@@ -14,6 +14,7 @@ import kopf
 import yaml
 from pydantic import ValidationError
 
+from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
 from baton.operator import handlers, peering_object, rbac
 from baton.operator.builders import desired_objects
 from baton.operator.constants import API_VERSION, KIND
@@ -51,6 +52,13 @@ from baton.operator.spec import StreamApp
 )
 @click.option("--liveness", default=None, help="kopf liveness endpoint, e.g. http://0.0.0.0:8081/healthz.")
 @click.option("--no-kafka", is_flag=True, help="Do not talk to Kafka (no topic management, no lag).")
+@click.option(
+    "--compactor-image",
+    envvar="BATON_COMPACTOR_IMAGE",
+    default=DEFAULT_COMPACTOR_IMAGE,
+    show_default=True,
+    help="Image of compaction Jobs whose StreamApp sets no spec.compaction.image (needs Java and Spark).",
+)
 @click.option("--verbose", is_flag=True)
 def operator(  # noqa: PLR0917 (one parameter per click option)
     namespaces: tuple[str, ...],
@@ -60,6 +68,7 @@ def operator(  # noqa: PLR0917 (one parameter per click option)
     peering_lifetime: int,
     liveness: str | None,
     no_kafka: bool,
+    compactor_image: str,
     verbose: bool,
 ) -> None:
     """Run the StreamApp operator (kopf), with leader election between replicas."""
@@ -72,7 +81,11 @@ def operator(  # noqa: PLR0917 (one parameter per click option)
     prio = priority if priority is not None else random.randint(1, 2**31 - 1)
     if not standalone:
         peering_object.ensure(Kube.connect(), peering, namespaces)
-    memo = kopf.Memo(options=handlers.Options(peering_lifetime=peering_lifetime, kafka=not no_kafka))
+    memo = kopf.Memo(
+        options=handlers.Options(
+            peering_lifetime=peering_lifetime, kafka=not no_kafka, compactor_image=compactor_image
+        )
+    )
     click.echo(
         f"baton operator: {'all namespaces' if clusterwide else ', '.join(namespaces)}; "
         f"{'standalone' if standalone else f'peering {peering} priority {prio}'}",
@@ -104,7 +117,14 @@ def _load_docs(path: Path) -> list[dict[str, Any]]:
     metavar="NAMESPACE",
     help="Also print the operator's RBAC for a ServiceAccount baton-operator in NAMESPACE.",
 )
-def render(spec: Path, namespace: str | None, rbac_namespace: str | None) -> None:
+@click.option(
+    "--compactor-image",
+    envvar="BATON_COMPACTOR_IMAGE",
+    default=DEFAULT_COMPACTOR_IMAGE,
+    show_default=True,
+    help="The operator's compactor image (for apps that set no spec.compaction.image).",
+)
+def render(spec: Path, namespace: str | None, rbac_namespace: str | None, compactor_image: str) -> None:
     """Print the objects the operator would create for the StreamApps in SPEC (no cluster needed)."""
     out: list[dict[str, Any]] = []
     if rbac_namespace:
@@ -115,7 +135,7 @@ def render(spec: Path, namespace: str | None, rbac_namespace: str | None) -> Non
         if namespace and not doc.get("metadata", {}).get("namespace"):
             doc.setdefault("metadata", {})["namespace"] = namespace
         try:
-            out += desired_objects(StreamApp.from_body(doc))
+            out += desired_objects(StreamApp.from_body(doc), compactor_image=compactor_image)
         except (ValidationError, KeyError, ValueError) as exc:
             raise click.ClickException(f"{spec}: invalid StreamApp: {exc}") from exc
     if not out:

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 import kopf
 
+from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
 from baton.operator import reconcile as rec
 from baton.operator.backoff import EndlessBackoff
 from baton.operator.constants import FINALIZER, GROUP, PLURAL, VERSION
@@ -34,6 +35,7 @@ class Options:
 
     peering_lifetime: int = 60
     kafka: bool = True
+    compactor_image: str = DEFAULT_COMPACTOR_IMAGE
 
 
 def _events(body: dict[str, Any], type_: str, reason: str, message: str) -> None:
@@ -79,7 +81,15 @@ def _reconcile(
 ) -> None:
     assert namespace is not None, "StreamApp is namespaced"
     try:
-        outcome = rec.reconcile(_kube(memo), namespace, name, _events, kafka=kafka and _options(memo).kafka)
+        options = _options(memo)
+        outcome = rec.reconcile(
+            _kube(memo),
+            namespace,
+            name,
+            _events,
+            kafka=kafka and options.kafka,
+            compactor_image=options.compactor_image,
+        )
     except Exception as exc:  # transient API trouble: kopf retries soon
         raise kopf.TemporaryError(f"reconcile failed: {exc}", delay=3) from exc
     if outcome is not None and (outcome.applied or outcome.pruned or outcome.error):
@@ -179,9 +189,16 @@ def on_statefulset(*, memo: kopf.Memo, body: kopf.Body, namespace: str | None, t
     if owner is None or namespace is None:
         return
     if type == "DELETED":  # someone deleted it: recreate
-        rec.reconcile(_kube(memo), namespace, owner, _events, kafka=False)
+        rec.reconcile(
+            _kube(memo),
+            namespace,
+            owner,
+            _events,
+            kafka=False,
+            compactor_image=_options(memo).compactor_image,
+        )
     else:
-        rec.refresh_status(_kube(memo), namespace, owner, _events)
+        rec.refresh_status(_kube(memo), namespace, owner, _events, _options(memo).compactor_image)
 
 
 def _delete_topics_policy(*, spec: kopf.Spec, **_: Any) -> bool:

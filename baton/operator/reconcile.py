@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
 from baton.operator import coverage, deploy, flips, rolling, topics
 from baton.operator.builders import desired_objects
 from baton.operator.builders.common import selector_string
@@ -165,7 +166,14 @@ def _flag(body: dict[str, Any], key: str) -> bool:
     return value is not None and str(value).lower() not in ("", "false", "0", "no")
 
 
-def reconcile(kube: Kube, namespace: str, name: str, events: EventSink, kafka: bool = True) -> Outcome | None:
+def reconcile(  # noqa: PLR0917
+    kube: Kube,
+    namespace: str,
+    name: str,
+    events: EventSink,
+    kafka: bool = True,
+    compactor_image: str = DEFAULT_COMPACTOR_IMAGE,
+) -> Outcome | None:
     """Bring one StreamApp's objects and status in line with its spec. None if it is gone.
 
     With ``kafka`` (the operator's periodic pass) it also reads lag and the control topic and
@@ -183,14 +191,23 @@ def reconcile(kube: Kube, namespace: str, name: str, events: EventSink, kafka: b
             view = _observe_kafka(kube, app, body, events)  # slow: outside the lock
     with METRICS.reconciling(namespace):
         with _lock(key):
-            done = _pass(kube, namespace, name, events, view, apply=True)
+            done = _pass(kube, namespace, name, events, view, apply=True, compactor_image=compactor_image)
         if done is None:
             return None
         outcome, plan, app = done
         if kafka and view is not None and plan is not None and plan.flip is not None:
             _flip(kube, app, plan.flip, view, events)
             with _lock(key):
-                done = _pass(kube, namespace, name, events, None, apply=True, flip=_last.pop(key, None))
+                done = _pass(
+                    kube,
+                    namespace,
+                    name,
+                    events,
+                    None,
+                    apply=True,
+                    flip=_last.pop(key, None),
+                    compactor_image=compactor_image,
+                )
             if done is not None:
                 outcome, plan, app = done
         if plan is not None and plan.roll and not app.spec.paused:
@@ -255,6 +272,7 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
     view: KafkaView | None,
     apply: bool,
     flip: tuple[FlipOutcome, dict[str, Any], float] | None = None,
+    compactor_image: str = DEFAULT_COMPACTOR_IMAGE,
 ) -> tuple[Outcome, Plan | None, StreamApp] | None:
     """One locked pass: read the app fresh, run the deploy machine, apply, write status."""
     body = kube.get(API_VERSION, KIND, name, namespace)
@@ -292,7 +310,9 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
         plan = deploy.plan(inputs)
         runs_now = color_runs(app, plan.record)
         if apply or runs_now != runs:
-            outcome.error = _apply_all(kube, app, body, events, outcome, runs_now, plan.flip_in_progress)
+            outcome.error = _apply_all(
+                kube, app, body, events, outcome, runs_now, plan.flip_in_progress, compactor_image
+            )
         if outcome.error is not None:  # nothing applied: the machine's step did not happen
             plan, runs_now = None, runs
         else:
@@ -393,10 +413,13 @@ def _apply_all(  # noqa: PLR0917
     outcome: Outcome,
     runs: dict[Color, ColorRun] | None = None,
     flip_in_progress: bool = False,
+    compactor_image: str = DEFAULT_COMPACTOR_IMAGE,
 ) -> str | None:
     """Dry-run every object first, so a spec the cluster refuses is never half-applied."""
     try:
-        objects = desired_objects(app, runs, flip_in_progress=flip_in_progress)
+        objects = desired_objects(
+            app, runs, flip_in_progress=flip_in_progress, compactor_image=compactor_image
+        )
     except ValueError as exc:
         events(body, "Warning", "SpecRefused", str(exc))
         return str(exc)
@@ -469,11 +492,13 @@ def write_status(
     return status
 
 
-def refresh_status(kube: Kube, namespace: str, name: str, events: EventSink) -> dict[str, Any] | None:
+def refresh_status(
+    kube: Kube, namespace: str, name: str, events: EventSink, compactor_image: str = DEFAULT_COMPACTOR_IMAGE
+) -> dict[str, Any] | None:
     """After a StatefulSet changed: run the deploy machine and write status; apply objects only
     when the machine gave a color another revision (cheap on the many Pod-readiness events)."""
     with _lock(f"{namespace}/{name}"):
-        done = _pass(kube, namespace, name, events, None, apply=False)
+        done = _pass(kube, namespace, name, events, None, apply=False, compactor_image=compactor_image)
     return done[0].status if done is not None else None
 
 

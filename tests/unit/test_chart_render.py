@@ -254,3 +254,17 @@ def test_overrides_reach_the_deployment() -> None:
     assert one(objs, "ServiceAccount", "baton-op")
     assert one(objs, "Service")["spec"]["ports"][0]["port"] == 9100
     assert not find(objs, "PodDisruptionBudget")
+
+
+def test_the_compactor_image_reaches_the_operator_and_defaults_to_the_chart_version() -> None:
+    """The chart's compactor image is the operator's, and the operator's default matches the
+    chart's appVersion, so a StreamApp with no spec.compaction.image runs a Java image."""
+    from baton.compactor.cronjob import DEFAULT_IMAGE
+
+    def env_of(objs: list[dict[str, Any]]) -> dict[str, str]:
+        container = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        return {e["name"]: e.get("value", "") for e in container["env"]}
+
+    assert env_of(render({}))["BATON_COMPACTOR_IMAGE"] == DEFAULT_IMAGE
+    custom = render({"compactorImage.repository": "registry.local/compactor", "compactorImage.tag": "v7"})
+    assert env_of(custom)["BATON_COMPACTOR_IMAGE"] == "registry.local/compactor:v7"

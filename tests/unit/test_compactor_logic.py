@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from baton import __version__
 from baton.compactor import incremental
 from baton.compactor.audit import MAX_SEGMENT_BYTES, compare, config_findings, not_compared, show
-from baton.compactor.cronjob import SNAPSHOT_MOUNT, compactor_identity, cronjob
+from baton.compactor.cronjob import DEFAULT_IMAGE, SNAPSHOT_MOUNT, compactor_identity, cronjob
 from baton.compactor.incremental import Candidate, Plan
 from baton.compactor.kafka import store_of
 from baton.compactor.latest import PartitionStats, latest_per_key
@@ -467,3 +468,23 @@ def test_a_local_store_is_read_through_the_same_filesystem_layer(tmp_path: Path)
     assert root == str(tmp_path)
     assert type(filesystem).__name__ == "LocalFileSystem"
     assert open_store(str(tmp_path))[1] == str(tmp_path)
+
+
+def test_the_cronjob_runs_the_operators_compactor_image_unless_the_app_names_one() -> None:
+    """The app's image has no Java: the default is the compactor image of Baton's version."""
+    default = cronjob(_app(enabled=True, snapshotStore="/x"))
+    assert default is not None
+    pod = default["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert (
+        pod["containers"][0]["image"] == DEFAULT_IMAGE == f"ghcr.io/baton-dev/baton-compactor:{__version__}"
+    )
+    custom = cronjob(_app(enabled=True, snapshotStore="/x"), default_image="registry.local/compactor:1")
+    assert custom is not None
+    assert custom["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "registry.local/compactor:1"
+    )
+    own = cronjob(_app(enabled=True, snapshotStore="/x", image="registry.local/app-compactor:3"))
+    assert own is not None
+    assert own["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "registry.local/app-compactor:3"
+    )

@@ -75,6 +75,22 @@ def test_compactor_has_java_pyspark_and_the_kafka_connector() -> None:
     assert pinned and f"pyspark=={pinned.group(1)}" in compactor, "same pyspark as the [compactor] extra"
 
 
+def test_compactor_carries_s3a_for_the_hadoop_of_its_pyspark() -> None:
+    """hadoop-aws must match pyspark's own Hadoop client exactly (dev/batondev/spark.py reads it
+    from pyspark's jars; the image pins it), and it goes on the class path the job reads."""
+    from batondev.spark import hadoop_version
+
+    from baton.compactor.s3a import CLASSPATH_ENV
+
+    stages = _stages()
+    assert f"<artifactId>hadoop-aws</artifactId><version>{hadoop_version()}</version>" in " ".join(
+        stages["s3a-jars"]
+    )
+    compactor = " ".join(stages["compactor"])
+    assert "COPY --from=s3a-jars /jars/out/ /opt/baton/s3a-jars/" in compactor
+    assert f"{CLASSPATH_ENV}=/opt/baton/s3a-jars/*" in compactor
+
+
 def test_dockerignore_lets_in_exactly_what_is_copied() -> None:
     allowed = {
         line[1:].rstrip("/")

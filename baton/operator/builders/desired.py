@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
-from baton.compactor.cronjob import compactor_identity, cronjob
+from baton.compactor.cronjob import DEFAULT_IMAGE, compactor_identity, cronjob
 from baton.operator.builders.env import kafka_client_env
 from baton.operator.builders.pdb import pod_disruption_budget
 from baton.operator.builders.service import headless_service
@@ -64,7 +64,11 @@ def _body(app: StreamApp) -> dict[str, Any]:
 
 
 def desired_objects(
-    app: StreamApp, runs: dict[Color, ColorRun] | None = None, *, flip_in_progress: bool = False
+    app: StreamApp,
+    runs: dict[Color, ColorRun] | None = None,
+    *,
+    flip_in_progress: bool = False,
+    compactor_image: str = DEFAULT_IMAGE,
 ) -> list[dict[str, Any]]:
     """ServiceAccount first (Pods need it), then per color: Service, PDB, StatefulSet; then the
     compactor's ServiceAccount, Role, RoleBinding and CronJob (suspended while a flip is in progress)."""
@@ -85,6 +89,7 @@ def desired_objects(
         application_ids=ids,
         extra_env=kafka_client_env(app) + object_store_env(app),
         extra_volumes=kafka_secret_volumes(app),
+        default_image=compactor_image,
     )
     if job is not None:
         objects += [*compactor_identity(body), job]

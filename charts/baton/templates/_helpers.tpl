@@ -47,6 +47,10 @@ app.kubernetes.io/component: operator
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
+{{- define "baton.compactorImage" -}}
+{{- printf "%s:%s" .Values.compactorImage.repository (default .Chart.AppVersion .Values.compactorImage.tag) }}
+{{- end }}
+
 {{- define "baton.clusterWide" -}}
 {{- if .Values.operator.watchNamespaces }}false{{ else }}true{{ end }}
 {{- end }}
