@@ -95,7 +95,9 @@ def operator(  # noqa: PLR0917 (one parameter per click option)
         clusterwide=clusterwide,
         namespaces=list(namespaces),
         standalone=standalone,
-        peering_name=peering,
+        # a peering name makes peering mandatory in kopf, standalone or not: without the peering
+        # CRDs every watch would stay paused ("peering CRD is missing")
+        peering_name=None if standalone else peering,
         priority=prio,
         liveness_endpoint=liveness,
         memo=memo,

@@ -22,7 +22,8 @@ import kopf
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
 from baton.operator import reconcile as rec
 from baton.operator.backoff import EndlessBackoff
-from baton.operator.constants import FINALIZER, GROUP, PLURAL, VERSION
+from baton.operator.compaction_jobs import COMPONENT, COMPONENT_LABEL, last_result, result_of
+from baton.operator.constants import API_VERSION, FINALIZER, GROUP, KIND, LABEL_APP, PLURAL, VERSION
 from baton.operator.deploy import ANNOTATION_PROMOTE, ANNOTATION_ROLLBACK
 from baton.operator.kube import Kube
 from baton.operator.metrics import METRICS, serve_from_env
@@ -167,6 +168,45 @@ def on_annotation(
         _wake_soon(memo)
     if type != "DELETED":
         METRICS.observe_compaction(namespace or "", name, status.get("compaction"))
+
+
+@kopf.on.event(
+    "batch",
+    "v1",
+    "jobs",
+    labels={
+        COMPONENT_LABEL: COMPONENT,
+        "app.kubernetes.io/managed-by": "baton-operator",
+        LABEL_APP: kopf.PRESENT,
+    },
+)
+def on_compaction_job(
+    *, memo: kopf.Memo, body: kopf.Body, namespace: str | None, type: str, **_: Any
+) -> None:
+    """The newest finished compaction Job of the app: the failure gauge, and a Warning Event on
+    the StreamApp when a Job fails (once per Job and operator process)."""
+    app = (body.get("metadata", {}).get("labels") or {}).get(LABEL_APP)
+    if not app or namespace is None:
+        return
+    kube = _kube(memo)
+    jobs = kube.list("batch/v1", "Job", namespace, f"{COMPONENT_LABEL}={COMPONENT},{LABEL_APP}={app}")
+    latest = last_result(jobs)
+    if latest is not None:
+        METRICS.observe_compaction_job(namespace, app, latest.failed)
+    this = result_of(dict(body)) if type != "DELETED" else None
+    reported: set[str] = memo.setdefault("failed_jobs_reported", set())
+    uid = str(body.get("metadata", {}).get("uid", ""))
+    if this is None or not this.failed or uid in reported:
+        return
+    reported.add(uid)
+    owner = kube.get(API_VERSION, KIND, app, namespace)
+    if owner is not None:
+        _events(
+            owner,
+            "Warning",
+            "CompactionFailed",
+            f"compaction Job {this.job} failed ({this.reason}): {this.message or 'see its Pod logs'}",
+        )
 
 
 def _wake_soon(memo: kopf.Memo) -> None:

@@ -195,8 +195,11 @@ class Kube:
             )
 
     def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return self.list("v1", "Pod", namespace, selector)
+
+    def list(self, api_version: str, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
         listing = with_retries(
-            lambda: self._resource("v1", "Pod").get(namespace=namespace, label_selector=selector)
+            lambda: self._resource(api_version, kind).get(namespace=namespace, label_selector=selector)
         )
         items: list[dict[str, Any]] = listing.to_dict()["items"]
         return items

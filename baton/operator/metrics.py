@@ -131,6 +131,13 @@ class OperatorMetrics:
             registry=r,
         )
 
+        self.compaction_job_failed = Gauge(
+            "baton_operator_compaction_job_failed",
+            "1 when the app's newest finished compaction Job failed (its Failed condition), 0 when it completed",
+            ["namespace", "name"],
+            registry=r,
+        )
+
     @contextmanager
     def reconciling(self, namespace: str) -> Iterator[None]:
         """Count and time one reconciliation; an exception counts as an error and propagates."""
@@ -175,6 +182,9 @@ class OperatorMetrics:
             stamp = datetime.datetime.fromisoformat(str(finished).replace("Z", "+00:00")).timestamp()
             self.compaction_last_run.labels(namespace, name).set(stamp)
 
+    def observe_compaction_job(self, namespace: str, name: str, failed: bool) -> None:
+        self.compaction_job_failed.labels(namespace, name).set(1 if failed else 0)
+
     def forget(self, namespace: str, name: str) -> None:
         """Drop a deleted app's per-app series, so dashboards do not show it forever."""
         for gauge in (
@@ -185,6 +195,7 @@ class OperatorMetrics:
             self.compaction_lag,
             self.compaction_not_compared,
             self.compaction_last_run,
+            self.compaction_job_failed,
         ):
             for labels in list(_label_sets(gauge)):
                 if labels[:2] == (namespace, name):

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from baton.operator.builders.statefulset import spec_hash
+from baton.operator.compaction_jobs import last_result, result_of
 from baton.operator.status import Observed, color_readiness, compute_status
 from tests.unit.test_operator_samples import app
 
@@ -141,3 +142,31 @@ def test_scaled_to_zero_is_ready() -> None:
         }
     )
     assert conditions(compute_status(sample, observed, want))["Ready"] == "True"
+
+
+def test_the_newest_finished_compaction_job_decides_whether_compaction_failed() -> None:
+    def job(name: str, kind: str | None, at: str, reason: str = "") -> dict[str, Any]:
+        conditions = (
+            []
+            if kind is None
+            else [
+                {"type": kind, "status": "True", "lastTransitionTime": at, "reason": reason, "message": "m"}
+            ]
+        )
+        return {"metadata": {"name": name}, "status": {"conditions": conditions}}
+
+    ok = job("c-1", "Complete", "2026-11-24T03:20:00Z")
+    failed = job("c-2", "Failed", "2026-11-25T03:40:00Z", "BackoffLimitExceeded")
+    running = job("c-3", None, "")
+    assert result_of(running) is None
+    latest = last_result([ok, failed, running])
+    assert latest is not None and latest.failed and latest.job == "c-2"
+    assert latest.reason == "BackoffLimitExceeded"
+    retried = job("manual", "Complete", "2026-11-25T04:00:00Z")  # a person reran it by hand
+    latest = last_result([ok, failed, retried])
+    assert latest is not None and not latest.failed and latest.job == "manual"
+    assert last_result([running]) is None
+    # a Failed condition that is not True (a Job's FailureTarget era) is not a failure
+    pending = job("c-4", "Failed", "2026-11-26T00:00:00Z")
+    pending["status"]["conditions"][0]["status"] = "False"
+    assert result_of(pending) is None
