@@ -87,7 +87,9 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
  && rm -rf /var/lib/apt/lists/* \
  && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java
-RUN /opt/baton/bin/pip install --no-cache-dir "pyspark==4.0.0"
+# /opt/baton/compact.py: the job as a spark-submit script (runner SparkOperator's mainApplicationFile)
+RUN /opt/baton/bin/pip install --no-cache-dir "pyspark==4.0.0" \
+ && ln -s "$(/opt/baton/bin/python -c 'import baton.compactor.cli as c; print(c.__file__)')" /opt/baton/compact.py
 COPY --from=spark-jars /jars/out/ /opt/baton/spark-jars/
 COPY --from=s3a-jars /jars/out/ /opt/baton/s3a-jars/
 # spark.jars accepts globs; baton.compactor.session reads BATON_SPARK_JARS. The S3A jars go on

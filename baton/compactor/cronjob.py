@@ -45,6 +45,7 @@ SPARK_SETTINGS = {
     "executorMemory": "spark.executor.memory",
     "executorCores": "spark.executor.cores",
     "maxCores": "spark.cores.max",
+    "executorInstances": "spark.executor.instances",
 }
 
 
@@ -64,12 +65,66 @@ def spark_conf(spark: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def snapshot_store(compaction: dict[str, Any]) -> str:
+    """``snapshotStore``, or the claim's mount path."""
+    claim = compaction.get("snapshotVolumeClaim")
+    store = compaction.get("snapshotStore") or (SNAPSHOT_MOUNT if claim else None)
+    if store is None:
+        raise ValueError("spec.compaction needs snapshotStore (a URI) or snapshotVolumeClaim (a PVC)")
+    return str(store)
+
+
+def job_arguments(body: dict[str, Any], application_ids: list[str] | None = None) -> list[str]:
+    """``baton compact``'s options for the app (without the Spark settings, which differ by runner).
+
+    ``application_ids``: the ids the colors run now; without them each color's first generation.
+    """
+    spec = body["spec"]
+    compaction = spec.get("compaction") or {}
+    app_id = spec.get("applicationId") or body["metadata"]["name"]
+    strategy = (spec.get("upgrade") or {}).get("strategy", "BlueGreen")
+    colors = ["blue"] if strategy == "Rolling" else ["blue", "green"]
+    args = [
+        "--snapshot-store",
+        snapshot_store(compaction),
+        "--keep",
+        str(compaction.get("keep", 3)),
+        "--topology",
+        spec["topology"],
+    ]
+    if runner(compaction) == "CronJob":
+        args += ["--master", compaction.get("sparkMaster", "local[*]")]
+    for application_id in application_ids or [f"{app_id}-{color}" for color in colors]:
+        args += ["--application-id", application_id]
+    return args
+
+
+def job_env(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """What every runner's driver needs besides the app's Kafka and object-store settings."""
+    meta, spec = body["metadata"], body["spec"]
+    return [
+        {"name": "BATON_BOOTSTRAP_SERVERS", "value": spec["kafka"]["bootstrapServers"]},
+        {"name": "BATON_STREAMAPP", "value": f"{meta.get('namespace')}/{meta['name']}"},
+        {"name": "HOME", "value": "/tmp"},
+    ]
+
+
+def runner(compaction: dict[str, Any]) -> str:
+    """CronJob (the Pod is the driver) or SparkOperator (a ScheduledSparkApplication)."""
+    return str(compaction.get("runner", "CronJob"))
+
+
+def driver_service_account(compaction: dict[str, Any]) -> str:
+    """The Spark ServiceAccount a SparkOperator run's driver uses (it creates the executors)."""
+    return str((compaction.get("sparkOperator") or {}).get("driverServiceAccount", "spark-operator-spark"))
+
+
 def compactor_name(body: dict[str, Any]) -> str:
     """The name of the CronJob and of the Job's ServiceAccount, Role and RoleBinding."""
     return f"{body['metadata']['name']}-compactor"
 
 
-def _labels(name: str) -> dict[str, str]:
+def compactor_labels(name: str) -> dict[str, str]:
     # baton.dev/app is how the operator lists what an app owns, to prune it (operator/kube.py).
     return {
         "app.kubernetes.io/name": "baton-streamapp",
@@ -80,12 +135,12 @@ def _labels(name: str) -> dict[str, str]:
     }
 
 
-def _metadata(body: dict[str, Any]) -> dict[str, Any]:
+def compactor_metadata(body: dict[str, Any]) -> dict[str, Any]:
     meta = body["metadata"]
     out: dict[str, Any] = {
         "name": compactor_name(body),
         "namespace": meta.get("namespace"),
-        "labels": _labels(meta["name"]),
+        "labels": compactor_labels(meta["name"]),
     }
     if meta.get("uid"):
         out["ownerReferences"] = [
@@ -105,13 +160,17 @@ def compactor_identity(body: dict[str, Any]) -> list[dict[str, Any]]:
     """ServiceAccount, Role and RoleBinding of the compactor Job: get and patch of this app's status."""
     name = body["metadata"]["name"]
     group = body.get("apiVersion", "baton.dev/v1alpha1").split("/")[0]
+    compaction = body.get("spec", {}).get("compaction") or {}
+    accounts = [compactor_name(body)]
+    if runner(compaction) == "SparkOperator":  # the Spark driver writes the status then
+        accounts.append(driver_service_account(compaction))
     rbac = "rbac.authorization.k8s.io"
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(body)},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": compactor_metadata(body)},
         {
             "apiVersion": f"{rbac}/v1",
             "kind": "Role",
-            "metadata": _metadata(body),
+            "metadata": compactor_metadata(body),
             "rules": [
                 {
                     "apiGroups": [group],
@@ -124,14 +183,11 @@ def compactor_identity(body: dict[str, Any]) -> list[dict[str, Any]]:
         {
             "apiVersion": f"{rbac}/v1",
             "kind": "RoleBinding",
-            "metadata": _metadata(body),
+            "metadata": compactor_metadata(body),
             "roleRef": {"apiGroup": rbac, "kind": "Role", "name": compactor_name(body)},
             "subjects": [
-                {
-                    "kind": "ServiceAccount",
-                    "name": compactor_name(body),
-                    "namespace": body["metadata"].get("namespace"),
-                }
+                {"kind": "ServiceAccount", "name": account, "namespace": body["metadata"].get("namespace")}
+                for account in accounts
             ],
         },
     ]
@@ -161,37 +217,17 @@ def cronjob(
     if not compaction.get("enabled", False):
         return None
     name = meta["name"]
-    app_id = spec.get("applicationId") or name
-    strategy = (spec.get("upgrade") or {}).get("strategy", "BlueGreen")
-    colors = ["blue"] if strategy == "Rolling" else ["blue", "green"]
     claim = compaction.get("snapshotVolumeClaim")
-    store = compaction.get("snapshotStore") or (SNAPSHOT_MOUNT if claim else None)
-    if store is None:
-        raise ValueError("spec.compaction needs snapshotStore (a URI) or snapshotVolumeClaim (a PVC)")
-    args = [
-        "compact",
-        "--snapshot-store",
-        store,
-        "--keep",
-        str(compaction.get("keep", 3)),
-        "--topology",
-        spec["topology"],
-        "--master",
-        compaction.get("sparkMaster", "local[*]"),
-    ]
+    args = ["compact", *job_arguments(body, application_ids)]
     for key, value in spark_conf(compaction.get("spark") or {}).items():
         args += ["--conf", f"{key}={value}"]
-    for application_id in application_ids or [f"{app_id}-{color}" for color in colors]:
-        args += ["--application-id", application_id]
     env = [
-        {"name": "BATON_BOOTSTRAP_SERVERS", "value": spec["kafka"]["bootstrapServers"]},
-        {"name": "BATON_STREAMAPP", "value": f"{meta.get('namespace')}/{name}"},
-        {"name": "HOME", "value": "/tmp"},
+        *job_env(body),
         # a cluster's executors connect back to the driver, which is this Pod
         {"name": POD_IP_VAR, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         *(extra_env or []),
     ]
-    labels = _labels(name)
+    labels = compactor_labels(name)
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": compaction.get("image") or default_image,
@@ -223,7 +259,7 @@ def cronjob(
         "containers": [container],
         "volumes": volumes,
     }
-    metadata = _metadata(body)
+    metadata = compactor_metadata(body)
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",

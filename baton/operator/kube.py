@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError
+from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
 
 from baton.operator.constants import API_VERSION, FIELD_MANAGER, KIND, LABEL_APP
 
@@ -32,6 +32,7 @@ MANAGED_KINDS: tuple[tuple[str, str], ...] = (
     ("v1", "Service"),
     ("v1", "ServiceAccount"),
     ("batch/v1", "CronJob"),
+    ("sparkoperator.k8s.io/v1beta2", "ScheduledSparkApplication"),  # only where the Spark Operator is
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 )
@@ -108,7 +109,19 @@ class Kube:
 
         Raises :class:`RefusedError` for a 4xx other than 409/429 (invalid, forbidden).
         """
-        resource = self._resource(obj["apiVersion"], obj["kind"])
+        try:
+            resource = self._resource(obj["apiVersion"], obj["kind"])
+        except ResourceNotFoundError as exc:
+            raise RefusedError(
+                obj,
+                404,
+                f"this cluster does not serve {obj['kind']} ({obj['apiVersion']})"
+                + (
+                    ": install the Kubeflow Spark Operator, or set spec.compaction.runner to CronJob"
+                    if obj["apiVersion"].startswith("sparkoperator.k8s.io/")
+                    else ""
+                ),
+            ) from exc
         kwargs: dict[str, Any] = {"field_manager": FIELD_MANAGER, "force_conflicts": True}
         if dry_run:
             kwargs["dry_run"] = "All"
@@ -143,7 +156,10 @@ class Kube:
         """Objects of the managed kinds that this app controls (by owner reference)."""
         found: list[dict[str, Any]] = []
         for api_version, kind in MANAGED_KINDS:
-            resource = self._resource(api_version, kind)
+            try:
+                resource = self._resource(api_version, kind)
+            except ResourceNotFoundError:  # a kind this cluster does not serve owns nothing here
+                continue
             listing = with_retries(
                 lambda r=resource: r.get(  # type: ignore[misc]
                     namespace=namespace, label_selector=f"{LABEL_APP}={app_name}"

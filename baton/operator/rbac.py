@@ -34,8 +34,10 @@ def namespaced_rules() -> list[dict[str, Any]]:
         # identity: a Role granting get/patch of that app's status only (the operator holds both,
         # so the API server's escalation check lets it grant them; no bind or escalate verbs).
         {"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": _OWN},
-        # ... and its Jobs, read to report a failed run (BatonCompactionFailed).
+        # ... and its Jobs, read to report a failed run (BatonCompactionFailed); or, under
+        # runner SparkOperator, a ScheduledSparkApplication instead of the CronJob.
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _READ},
+        {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["scheduledsparkapplications"], "verbs": _OWN},
         {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": _OWN},
         # Rolling upgrades (OnDelete): read worker Pods' readiness, delete one outdated Pod at a time.
         {"apiGroups": [""], "resources": ["pods"], "verbs": [*_READ, "delete"]},

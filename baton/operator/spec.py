@@ -88,7 +88,14 @@ class SparkSpec(_Model):
     executor_memory: str | None = None
     executor_cores: int | None = None
     max_cores: int | None = None
+    executor_instances: int | None = None
     conf: dict[str, str] = Field(default_factory=dict)
+
+
+class SparkOperatorSpec(_Model):
+    """How runs look to the Kubeflow Spark Operator (runner: SparkOperator)."""
+
+    driver_service_account: str = "spark-operator-spark"
 
 
 class S3CredentialsRef(_Model):
@@ -115,6 +122,8 @@ class CompactionSpec(_Model):
     snapshot_store: str | None = None
     snapshot_volume_claim: str | None = None
     object_store: ObjectStoreSpec | None = None
+    runner: Literal["CronJob", "SparkOperator"] = "CronJob"
+    spark_operator: SparkOperatorSpec = Field(default_factory=SparkOperatorSpec)
     keep: int = 3
     spark_master: str = "local[*]"
     spark: SparkSpec = Field(default_factory=SparkSpec)

@@ -81,6 +81,7 @@ def test_compactor_carries_s3a_for_the_hadoop_of_its_pyspark() -> None:
     from batondev.spark import hadoop_version
 
     from baton.compactor.s3a import CLASSPATH_ENV
+    from baton.compactor.sparkapp import MAIN_FILE, S3A_CLASSPATH
 
     stages = _stages()
     assert f"<artifactId>hadoop-aws</artifactId><version>{hadoop_version()}</version>" in " ".join(
@@ -89,6 +90,8 @@ def test_compactor_carries_s3a_for_the_hadoop_of_its_pyspark() -> None:
     compactor = " ".join(stages["compactor"])
     assert "COPY --from=s3a-jars /jars/out/ /opt/baton/s3a-jars/" in compactor
     assert f"{CLASSPATH_ENV}=/opt/baton/s3a-jars/*" in compactor
+    assert f"{CLASSPATH_ENV}={S3A_CLASSPATH}" in compactor, "the SparkApplication's class path"
+    assert MAIN_FILE.removeprefix("local://") in compactor, "the SparkApplication's entry point"
 
 
 def test_dockerignore_lets_in_exactly_what_is_copied() -> None:

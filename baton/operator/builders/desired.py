@@ -9,6 +9,7 @@ from typing import Any
 from pydantic.alias_generators import to_camel
 
 from baton.compactor.cronjob import DEFAULT_IMAGE, compactor_identity, cronjob
+from baton.compactor.sparkapp import scheduled_spark_application
 from baton.operator.builders.env import kafka_client_env
 from baton.operator.builders.pdb import pod_disruption_budget
 from baton.operator.builders.service import headless_service
@@ -71,7 +72,8 @@ def desired_objects(
     compactor_image: str = DEFAULT_IMAGE,
 ) -> list[dict[str, Any]]:
     """ServiceAccount first (Pods need it), then per color: Service, PDB, StatefulSet; then the
-    compactor's ServiceAccount, Role, RoleBinding and CronJob (suspended while a flip is in progress)."""
+    compactor's ServiceAccount, Role, RoleBinding and CronJob or ScheduledSparkApplication
+    (suspended while a flip is in progress)."""
     runs = runs or color_runs(app, None)
     objects: list[dict[str, Any]] = [service_account(app)]
     for color in app.colors:
@@ -83,7 +85,8 @@ def desired_objects(
         ]
     body = _body(app)
     ids = [(runs.get(c) or ColorRun(app)).application_id(c) for c in app.colors]
-    job = cronjob(
+    build = scheduled_spark_application if app.spec.compaction.runner == "SparkOperator" else cronjob
+    job = build(
         body,
         flip_in_progress=flip_in_progress,
         application_ids=ids,

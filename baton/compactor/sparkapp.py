@@ -1,0 +1,137 @@
+"""The compactor as a ScheduledSparkApplication of the Kubeflow Spark Operator (pure, for the operator).
+
+``spec.compaction.runner: SparkOperator`` hands scheduling and Spark's resources to the Spark
+Operator instead of a CronJob whose Pod is the driver: the operator's
+``ScheduledSparkApplication`` (``sparkoperator.k8s.io/v1beta2``) creates a
+``SparkApplication`` per run, spark-submits it in cluster mode, and Spark's Kubernetes
+backend starts the driver and ``executorInstances`` executor Pods from the compactor image.
+Clusters that already run Spark this way get the compaction on their Spark nodes, their
+queues and their Spark UI.
+
+What stays the same as the CronJob: the schedule, ``Forbid`` concurrency, suspension during
+flips, the arguments of ``baton compact``, the app's Kafka settings and object-store
+credentials (on the driver, and on executors, which read Kafka and write the Parquet parts),
+the snapshot claim and the Kafka CA volume (mounted in both), and the right to write this
+app's ``status.compaction``.
+
+The driver runs as the Spark ServiceAccount the Spark Operator's chart makes in each job
+namespace (``sparkOperator.driverServiceAccount``, default ``spark-operator-spark``), which
+may create executor Pods; the operator binds the compactor's status Role to it as well. So
+Baton's operator needs no right to create Pods, and grants none.
+
+What differs: the master is Kubernetes (``sparkMaster`` is not used); the S3A jars go on both
+class paths through ``sparkConf`` because the driver's JVM starts before any Python runs;
+the entry point is ``/opt/baton/compact.py`` in the compactor image (a link to
+``baton/compactor/cli.py``, which runs as a spark-submit script).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from baton.compactor.cronjob import (
+    SNAPSHOT_MOUNT,
+    SPARK_SETTINGS,
+    compactor_labels,
+    compactor_metadata,
+    driver_service_account,
+    job_arguments,
+    job_env,
+)
+
+API_VERSION = "sparkoperator.k8s.io/v1beta2"
+KIND = "ScheduledSparkApplication"
+MAIN_FILE = "local:///opt/baton/compact.py"
+SPARK_VERSION = "4.0.0"  # the compactor image's pyspark
+S3A_CLASSPATH = "/opt/baton/s3a-jars/*"  # the compactor image's BATON_SPARK_CLASSPATH
+DEFAULT_EXECUTORS = 2
+# Spark settings the SparkApplication carries as fields of its own
+_FIELDS = {
+    "driverMemory": ("driver", "memory"),
+    "driverCores": ("driver", "cores"),
+    "executorMemory": ("executor", "memory"),
+    "executorCores": ("executor", "cores"),
+    "executorInstances": ("executor", "instances"),
+}
+
+
+def _conf(spark: dict[str, Any]) -> dict[str, str]:
+    """sparkConf: the S3A class path, ``spark.cores.max``, then the user's ``conf``."""
+    out = {"spark.driver.extraClassPath": S3A_CLASSPATH, "spark.executor.extraClassPath": S3A_CLASSPATH}
+    if spark.get("maxCores") is not None:
+        out[SPARK_SETTINGS["maxCores"]] = str(spark["maxCores"])
+    return out | {k: str(v) for k, v in (spark.get("conf") or {}).items()}
+
+
+def scheduled_spark_application(
+    body: dict[str, Any],
+    *,
+    flip_in_progress: bool = False,
+    extra_env: list[dict[str, Any]] | None = None,
+    application_ids: list[str] | None = None,
+    extra_volumes: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], []),
+    default_image: str,
+) -> dict[str, Any] | None:
+    """The ScheduledSparkApplication, or None when compaction is off (same inputs as ``cronjob``)."""
+    meta, spec = body["metadata"], body["spec"]
+    compaction = spec.get("compaction") or {}
+    if not compaction.get("enabled", False):
+        return None
+    spark = compaction.get("spark") or {}
+    labels = compactor_labels(meta["name"])
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+    claim = compaction.get("snapshotVolumeClaim")
+    if claim:
+        volumes.append({"name": "snapshots", "persistentVolumeClaim": {"claimName": claim}})
+        mounts.append({"name": "snapshots", "mountPath": SNAPSHOT_MOUNT})
+    volumes += extra_volumes[0]
+    mounts += extra_volumes[1]
+    env = [*job_env(body), *(extra_env or [])]
+    roles: dict[str, dict[str, Any]] = {
+        "driver": {"serviceAccount": driver_service_account(compaction)},
+        "executor": {"instances": DEFAULT_EXECUTORS},
+    }
+    for field, (role_name, key) in _FIELDS.items():
+        if spark.get(field) is not None:
+            roles[role_name][key] = spark[field]
+    for settings in roles.values():  # copies: a rendered manifest shares no objects (no YAML anchors)
+        settings |= {
+            "labels": dict(labels),
+            "env": copy.deepcopy(env),
+            "volumeMounts": copy.deepcopy(mounts),
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "runAsNonRoot": True,
+                "capabilities": {"drop": ["ALL"]},
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+        }
+    template = {
+        "type": "Python",
+        "pythonVersion": "3",
+        "mode": "cluster",
+        "image": compaction.get("image") or default_image,
+        "imagePullPolicy": spec.get("imagePullPolicy", "IfNotPresent"),
+        "mainApplicationFile": MAIN_FILE,
+        "arguments": job_arguments(body, application_ids),
+        "sparkVersion": SPARK_VERSION,
+        "sparkConf": _conf(spark),
+        "restartPolicy": {"type": "Never"},
+        "volumes": volumes,
+        **roles,
+    }
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": compactor_metadata(body),
+        "spec": {
+            "schedule": compaction.get("schedule", "17 3 * * *"),
+            "suspend": bool(compaction.get("suspend", False)) or flip_in_progress,
+            "concurrencyPolicy": "Forbid",
+            "successfulRunHistoryLimit": 3,
+            "failedRunHistoryLimit": 3,
+            "template": template,
+        },
+    }
