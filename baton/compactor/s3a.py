@@ -18,10 +18,13 @@ into every executor's work directory on every run.
 
 from __future__ import annotations
 
+import logging
 import os
 from urllib.parse import urlparse
 
 from baton.worker.snapshot_fs import S3Settings, is_object_store
+
+log = logging.getLogger(__name__)
 
 CLASSPATH_ENV = "BATON_SPARK_CLASSPATH"
 CREDENTIAL_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION")
@@ -51,4 +54,10 @@ def hadoop_settings(store: str, s3: S3Settings) -> dict[str, str]:
     classpath = os.environ.get(CLASSPATH_ENV)
     if classpath:
         out |= {"spark.driver.extraClassPath": classpath, "spark.executor.extraClassPath": classpath}
+    else:
+        log.warning(
+            f"{store} is an object store but {CLASSPATH_ENV} is unset: unless spark-submit adds them "
+            "(--packages org.apache.hadoop:hadoop-aws:<Spark's Hadoop version>), Spark will not find "
+            "S3AFileSystem; the compactor image sets it"
+        )
     return out
