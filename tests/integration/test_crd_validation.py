@@ -238,3 +238,62 @@ def test_defaults_are_applied_and_explained(crds: None, kubectl: KubectlFn, name
     assert "max.warmup.replicas" in kubectl("explain", "sapp.spec.maxWarmupReplicas").stdout
     assert "sapp" in kubectl("api-resources", "--api-group=baton.dev").stdout
     assert "streamapps" in kubectl("api-resources", "--categories=baton", "-o", "name").stdout
+
+
+def test_bluegreen_to_rolling_only_while_blue_is_active(
+    crds: None, kubectl: KubectlFn, namespace: str
+) -> None:
+    """Rolling keeps blue and deletes green: with green active that would stop the output; the
+    API server refuses it then, and says why. With blue active (a deploy in flight or not) the
+    switch is a rolling update of blue."""
+    kubectl("apply", "-f", "-", input=json.dumps(example_manifest(namespace)))
+
+    def status(color: str, phase: str) -> None:
+        kubectl(
+            "patch",
+            "sapp",
+            "click-counter",
+            "-n",
+            namespace,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": {"activeColor": color, "phase": phase}}),
+        )
+
+    def to_rolling() -> Any:
+        return kubectl(
+            "patch",
+            "sapp",
+            "click-counter",
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            '{"spec": {"upgrade": {"strategy": "Rolling"}}}',
+            check=False,
+        )
+
+    for phase in ("Stable", "Deploying"):
+        status("green", phase)
+        refused = to_rolling()
+        assert refused.returncode != 0, phase
+        assert "spec.upgrade.strategy can change from BlueGreen to Rolling only while blue is active" in (
+            refused.stderr
+        )
+        assert "baton flip <name> --to blue" in refused.stderr
+    status("blue", "Deploying")
+    allowed = to_rolling()
+    assert allowed.returncode == 0, allowed.stderr
+    back = kubectl(  # Rolling to BlueGreen adds an idle green: always allowed
+        "patch",
+        "sapp",
+        "click-counter",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        '{"spec": {"upgrade": {"strategy": "BlueGreen"}}}',
+        check=False,
+    )
+    assert back.returncode == 0, back.stderr

@@ -226,11 +226,11 @@ def test_compaction_on_makes_the_cronjob_and_its_identity_and_off_prunes_them(
     )
     status = get_json(kubectl, "sapp", "click-counter", "-n", namespace)["status"]
     assert status["compaction"]["findings"] == 2, status
-    # An s3a:// store is written by the Job only; a claim is mounted read-only into the workers.
+    # The workers read the s3a:// store the Job writes; a claim is mounted read-only into them.
     for color in ("blue", "green"):
         sts = get_json(kubectl, "statefulset", f"click-counter-{color}", "-n", namespace)
         env = sts["spec"]["template"]["spec"]["containers"][0]["env"]
-        assert not any(e["name"] == "BATON_SNAPSHOT_STORE" for e in env), env
+        assert {"name": "BATON_SNAPSHOT_STORE", "value": "s3a://bucket/baton"} in env, env
     on_claim = {"enabled": True, "snapshotVolumeClaim": "snaps", "schedule": "@hourly"}
     apply(kubectl, example_manifest(namespace, compaction=on_claim, replicas=2))
 
