@@ -91,7 +91,12 @@ class Kube:
             config.load_kube_config()  # type: ignore[no-untyped-call]
         except config.ConfigException:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
-        return cls(DynamicClient(client.ApiClient()))  # type: ignore[no-untyped-call]
+        dynamic = DynamicClient(client.ApiClient())  # type: ignore[no-untyped-call]
+        # The discovery cache is a file shared by every process talking to this server: one
+        # written before a CRD was removed (the Spark Operator uninstalled) would send lists to
+        # paths the server no longer serves. Start from what the server serves now.
+        dynamic.resources.invalidate_cache()
+        return cls(dynamic)
 
     def _resource(self, api_version: str, kind: str) -> Any:
         return self.dynamic.resources.get(api_version=api_version, kind=kind)
@@ -158,13 +163,16 @@ class Kube:
         for api_version, kind in MANAGED_KINDS:
             try:
                 resource = self._resource(api_version, kind)
+                listing = with_retries(
+                    lambda r=resource: r.get(  # type: ignore[misc]
+                        namespace=namespace, label_selector=f"{LABEL_APP}={app_name}"
+                    )
+                )
             except ResourceNotFoundError:  # a kind this cluster does not serve owns nothing here
                 continue
-            listing = with_retries(
-                lambda r=resource: r.get(  # type: ignore[misc]
-                    namespace=namespace, label_selector=f"{LABEL_APP}={app_name}"
-                )
-            )
+            except NotFoundError:  # served when discovery was cached, not now (a CRD removed)
+                self.dynamic.resources.invalidate_cache()
+                continue
             items = listing.to_dict()["items"]
             for item in items:
                 refs = item.get("metadata", {}).get("ownerReferences") or []

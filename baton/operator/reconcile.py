@@ -15,6 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
+from baton import __version__
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
 from baton.operator import coverage, deploy, flips, rolling, topics
 from baton.operator.builders import desired_objects
@@ -34,7 +37,13 @@ from baton.operator.deploy_record import Assignment, DeployRecord, from_status, 
 from baton.operator.kube import Kube, RefusedError
 from baton.operator.metrics import METRICS
 from baton.operator.spec import StreamApp
-from baton.operator.status import Observed, color_readiness, compute_status
+from baton.operator.status import (
+    Observed,
+    color_readiness,
+    compute_status,
+    not_understood_status,
+    spec_problems,
+)
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +195,10 @@ def reconcile(  # noqa: PLR0917
         body = kube.get(API_VERSION, KIND, name, namespace)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
-        app = StreamApp.from_body(body)
+        parsed = _parse(kube, body, events)
+        if parsed is None:
+            return None
+        app = parsed
         if not app.spec.paused:
             view = _observe_kafka(kube, app, body, events)  # slow: outside the lock
     with METRICS.reconciling(namespace):
@@ -278,7 +290,10 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
     body = kube.get(API_VERSION, KIND, name, namespace)
     if body is None or body["metadata"].get("deletionTimestamp"):
         return None
-    app = StreamApp.from_body(body)
+    parsed = _parse(kube, body, events)
+    if parsed is None:
+        return None
+    app = parsed
     outcome = Outcome()
     previous = body.get("status") or {}
     record = from_status(previous.get("deploy"))
@@ -490,6 +505,32 @@ def write_status(
     if status != {k: previous.get(k) for k in status}:
         kube.apply_status(app.name, app.namespace, status)
     return status
+
+
+def _parse(kube: Kube, body: dict[str, Any], events: EventSink) -> StreamApp | None:
+    """The app, or None when this operator cannot parse its spec (a newer CRD's field): then the
+    status says which fields and to upgrade the operator, once per generation an Event too,
+    and nothing is applied; the pass ends normally instead of failing into kopf's retries."""
+    try:
+        return StreamApp.from_body(body)
+    except ValidationError as exc:
+        problems = spec_problems(exc)
+    meta = body["metadata"]
+    previous = body.get("status") or {}
+    stalled: dict[str, Any] = next(
+        (c for c in previous.get("conditions") or [] if c.get("type") == "Stalled"), {}
+    )
+    if not (
+        stalled.get("reason") == "SpecNotUnderstood"
+        and previous.get("observedGeneration") == meta.get("generation")
+    ):
+        events(body, "Warning", "SpecNotUnderstood", "; ".join(problems))
+        log.warning(
+            "spec not understood",
+            extra={"app": f"{meta.get('namespace')}/{meta.get('name')}", "problems": problems},
+        )
+    kube.apply_status(meta["name"], meta["namespace"], not_understood_status(body, problems, __version__))
+    return None
 
 
 def refresh_status(

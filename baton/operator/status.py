@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from baton.operator.builders.common import selector_string
 from baton.operator.constants import ANNOTATION_SPEC_HASH, Color
 from baton.operator.deploy import Plan
@@ -203,3 +205,50 @@ def compute_status(  # noqa: PLR0917 (one input per part of the status)
     if observed.topics:
         status["topics"] = dict(observed.topics)
     return status
+
+
+# status fields other writers own (the compactor Job's summary): never re-applied by the operator
+_NOT_OURS = ("compaction",)
+
+
+def spec_problems(exc: ValidationError) -> list[str]:
+    """Each field the operator's spec model refused, with why: ``spec.x.y: Extra inputs are not permitted``."""
+    out = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in ("spec", *error["loc"]))  # errors of StreamAppSpec
+        out.append(f"{where}: {error['msg']}")
+    return out
+
+
+def not_understood_status(
+    body: Mapping[str, Any], problems: list[str], version: str, now: datetime.datetime | None = None
+) -> dict[str, Any]:
+    """The status of an app whose spec this operator cannot parse: typically a newer CRD's field.
+
+    Everything the operator wrote before stays (the deploy record and the active color are
+    what a newer operator resumes from); only phase, observedGeneration and the conditions
+    say what is wrong. Nothing is applied or deleted meanwhile, and the pass does not raise,
+    so kopf does not retry it with backoff forever.
+    """
+    stamp = (now or datetime.datetime.now(datetime.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    previous = dict(body.get("status") or {})
+    prev = {c["type"]: c for c in previous.get("conditions") or [] if "type" in c}
+    gen = int((body.get("metadata") or {}).get("generation") or 0)
+    message = (
+        f"this operator (Baton {version}) does not understand the spec: {'; '.join(problems)}. "
+        "The CRD is newer than the operator: upgrade the operator (nothing is changed until then)"
+    )
+    conditions = [
+        _condition("Ready", False, "SpecNotUnderstood", message, gen, prev, stamp),
+        _condition("Reconciling", False, "SpecNotUnderstood", message, gen, prev, stamp),
+        _condition("Stalled", True, "SpecNotUnderstood", message, gen, prev, stamp),
+    ]
+    kept = {k: v for k, v in previous.items() if k not in (*_NOT_OURS, "conditions")}
+    known = {"Ready", "Reconciling", "Stalled"}
+    others = [c for c in previous.get("conditions") or [] if c.get("type") not in known]
+    return kept | {
+        "phase": "Stalled",
+        "message": message,
+        "observedGeneration": gen,
+        "conditions": conditions + others,
+    }

@@ -6,11 +6,19 @@ import datetime
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from baton.operator.builders.statefulset import spec_hash
 from baton.operator.compaction_jobs import last_result, result_of
-from baton.operator.status import Observed, color_readiness, compute_status
-from tests.unit.test_operator_samples import app
+from baton.operator.spec import StreamApp
+from baton.operator.status import (
+    Observed,
+    color_readiness,
+    compute_status,
+    not_understood_status,
+    spec_problems,
+)
+from tests.unit.test_operator_samples import app, example_body
 
 pytestmark = pytest.mark.unit
 
@@ -170,3 +178,47 @@ def test_the_newest_finished_compaction_job_decides_whether_compaction_failed() 
     pending = job("c-4", "Failed", "2026-11-26T00:00:00Z")
     pending["status"]["conditions"][0]["status"] = "False"
     assert result_of(pending) is None
+
+
+def test_a_spec_from_a_newer_crd_is_reported_and_what_the_operator_wrote_is_kept() -> None:
+    body = example_body()
+    body["metadata"] |= {"generation": 7, "uid": "u"}
+    body["spec"]["futureField"] = "x"
+    body["spec"]["upgrade"] = {"strategy": "Canary"}
+    body["status"] = {
+        "activeColor": "green",
+        "deploy": {"revision": "abc"},
+        "compaction": {"findings": 1},
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "Stable",
+                "lastTransitionTime": "2026-11-01T00:00:00Z",
+            },
+            {
+                "type": "StandbyReady",
+                "status": "True",
+                "reason": "x",
+                "lastTransitionTime": "2026-11-01T00:00:00Z",
+            },
+        ],
+    }
+    with pytest.raises(ValidationError) as caught:
+        StreamApp.from_body(body)
+    problems = spec_problems(caught.value)
+    assert any(p.startswith("spec.futureField: Extra inputs are not permitted") for p in problems), problems
+    assert any(p.startswith("spec.upgrade.strategy:") for p in problems), problems
+    status = not_understood_status(
+        body, problems, "0.1.0", datetime.datetime(2026, 11, 25, tzinfo=datetime.UTC)
+    )
+    assert status["phase"] == "Stalled" and status["observedGeneration"] == 7
+    assert "spec.futureField" in status["message"] and "upgrade the operator" in status["message"]
+    by_type = {c["type"]: c for c in status["conditions"]}
+    assert (by_type["Stalled"]["status"], by_type["Stalled"]["reason"]) == ("True", "SpecNotUnderstood")
+    assert by_type["Ready"]["status"] == "False"
+    assert by_type["Ready"]["lastTransitionTime"] == "2026-11-25T00:00:00Z"  # it changed
+    assert by_type["StandbyReady"]["lastTransitionTime"] == "2026-11-01T00:00:00Z"  # not ours to touch
+    # the deploy record and the active color survive for the upgraded operator; the Job's summary is not re-owned
+    assert status["activeColor"] == "green" and status["deploy"] == {"revision": "abc"}
+    assert "compaction" not in status
