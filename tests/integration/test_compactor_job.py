@@ -68,6 +68,7 @@ def spark() -> Iterator[Any]:
         pytest.fail(f"the stack's object store (MinIO) or the S3A jars did not come up: {exc}", pytrace=False)
     saved = {k: os.environ.get(k) for k in s3_env}
     os.environ.update(s3_env)  # the driver's S3A reads the AWS chain, and passes it to executors
+    _fresh_jvm()
     # tiny inputs: Spark's 200 default shuffle partitions would be mostly scheduling overhead
     conf = {"spark.sql.shuffle.partitions": "4"} | hadoop_settings("s3a://x", S3Settings(endpoint))
     spark_session = session(master, spark_jars.jars(), app_name="baton-compactor-tests", conf=conf)
@@ -81,6 +82,25 @@ def spark() -> Iterator[Any]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+def _fresh_jvm() -> None:
+    """Stop the JVM an earlier test in this process started (smoke/test_spark.py): a JVM's class
+    path is fixed at launch, so that one has no S3A jars and s3a:// would not resolve in it."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
+    gateway.shutdown()
+    proc = getattr(gateway, "proc", None)
+    if proc is not None:  # pyspark's gateway JVM also exits when its stdin closes
+        proc.terminate()
+        proc.wait(timeout=30)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
 
 
 def _store(kind: str, tmp: Path, name: str) -> tuple[str, dict[str, str]]:
