@@ -39,6 +39,7 @@ from tests.integration.test_operator_harness import (
     get_json,
     install_crds,
     start_operator,
+    try_get_json,
     wait_for,
 )
 
@@ -168,7 +169,19 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
 
             # the worker loses its state volume: a new claim of the same name starts empty
             kubectl("delete", "pvc", f"{STATE_VOLUME}-{POD}", "-n", namespace, "--wait=false")
+            old_uid = get_json(kubectl, "pod", POD, "-n", namespace)["metadata"]["uid"]
             kubectl("delete", "pod", POD, "-n", namespace, "--wait=true", "--timeout=60s")
+            # `kubectl wait` fails at once on a Pod the StatefulSet controller has not recreated yet
+            wait_for(
+                "the new Pod",
+                lambda: (
+                    (try_get_json(kubectl, "pod", POD, "-n", namespace) or {})
+                    .get("metadata", {})
+                    .get("uid", old_uid)
+                    != old_uid
+                ),
+                60,
+            )
             kubectl("wait", "--for=condition=Ready", f"pod/{POD}", "-n", namespace, "--timeout=120s")
             (restored,) = wait_for(
                 "the restore's metric", lambda: _metric_after_restore(kubectl, namespace), 60
