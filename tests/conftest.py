@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from batondev import gobuild, kafka, stack
@@ -136,3 +137,18 @@ def namespace(kubectl: KubectlFn, unique_name: str) -> Iterator[str]:
     kubectl("create", "namespace", ns)
     yield ns
     kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+@pytest.fixture
+def operator(kube: Kube, kubectl: KubectlFn, namespace: str, tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """``operator(*args)`` starts ``baton operator`` watching the test's namespace (CRDs installed);
+    at the end the apps are deleted while one still runs, so no finalizer outlives the test."""
+    from tests.integration.test_operator_harness import install_crds, operators
+
+    install_crds(kubectl)
+    yield from operators(
+        tmp_path,
+        namespace,
+        kube.kubeconfig,
+        lambda: kubectl("delete", "sapp", "--all", "-n", namespace, "--timeout=30s", check=False),
+    )

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import socket
 import urllib.request
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,8 +22,6 @@ from tests.integration.test_operator_harness import (
     apply,
     example_manifest,
     get_json,
-    install_crds,
-    operators,
     try_get_json,
     wait_for,
 )
@@ -38,19 +35,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def operator(
-    kube: Any, kubectl: KubectlFn, namespace: str, tmp_path: Path
-) -> Iterator[Callable[..., OperatorProcess]]:
-    install_crds(kubectl)
-    yield from operators(
-        tmp_path,
-        namespace,
-        kube.kubeconfig,
-        lambda: kubectl("delete", "sapp", "--all", "-n", namespace, "--timeout=30s", check=False),
-    )
 
 
 def _failed_gauge(port: int) -> float | None:

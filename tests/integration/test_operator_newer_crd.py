@@ -4,8 +4,7 @@ an Event, and nothing is changed or retried with backoff until the operator is u
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,7 +18,6 @@ from tests.integration.test_operator_harness import (
     example_manifest,
     get_json,
     install_crds,
-    operators,
     try_get_json,
     wait_for,
 )
@@ -27,19 +25,6 @@ from tests.integration.test_operator_harness import (
 pytestmark = pytest.mark.integration
 
 APP = "click-counter"
-
-
-@pytest.fixture
-def operator(
-    kube: Any, kubectl: KubectlFn, namespace: str, tmp_path: Path
-) -> Iterator[Callable[..., OperatorProcess]]:
-    install_crds(kubectl)
-    yield from operators(
-        tmp_path,
-        namespace,
-        kube.kubeconfig,
-        lambda: kubectl("delete", "sapp", "--all", "-n", namespace, "--timeout=30s", check=False),
-    )
 
 
 def _newer_crd() -> dict[str, Any]:

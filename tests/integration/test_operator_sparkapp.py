@@ -9,9 +9,7 @@ object against it, and refuses a misspelled field.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 from batondev import sparkoperator
@@ -24,7 +22,6 @@ from tests.integration.test_operator_harness import (
     example_manifest,
     get_json,
     install_crds,
-    operators,
     try_get_json,
     wait_for,
 )
@@ -34,19 +31,6 @@ pytestmark = pytest.mark.integration
 APP = "click-counter"
 NAME = f"{APP}-compactor"
 CRD = f"{sparkoperator.PLURAL}.{sparkoperator.GROUP}"
-
-
-@pytest.fixture
-def operator(
-    kube: Any, kubectl: KubectlFn, namespace: str, tmp_path: Path
-) -> Iterator[Callable[..., OperatorProcess]]:
-    install_crds(kubectl)
-    yield from operators(
-        tmp_path,
-        namespace,
-        kube.kubeconfig,
-        lambda: kubectl("delete", "sapp", "--all", "-n", namespace, "--timeout=30s", check=False),
-    )
 
 
 def _established(kubectl: KubectlFn) -> bool:
