@@ -99,6 +99,20 @@ def job_arguments(body: dict[str, Any], application_ids: list[str] | None = None
     return args
 
 
+def job_volumes(
+    compaction: dict[str, Any], extra: tuple[list[dict[str, Any]], list[dict[str, Any]]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(Pod volumes, container mounts) of the driver: a writable /tmp, the snapshot claim if
+    any, then ``extra`` (the app's Kafka CA volume)."""
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+    claim = compaction.get("snapshotVolumeClaim")
+    if claim:
+        volumes.append({"name": "snapshots", "persistentVolumeClaim": {"claimName": claim}})
+        mounts.append({"name": "snapshots", "mountPath": SNAPSHOT_MOUNT})
+    return volumes + extra[0], mounts + extra[1]
+
+
 def job_env(body: dict[str, Any]) -> list[dict[str, Any]]:
     """What every runner's driver needs besides the app's Kafka and object-store settings."""
     meta, spec = body["metadata"], body["spec"]
@@ -217,7 +231,7 @@ def cronjob(
     if not compaction.get("enabled", False):
         return None
     name = meta["name"]
-    claim = compaction.get("snapshotVolumeClaim")
+    volumes, mounts = job_volumes(compaction, extra_volumes)
     args = ["compact", *job_arguments(body, application_ids)]
     for key, value in spark_conf(compaction.get("spark") or {}).items():
         args += ["--conf", f"{key}={value}"]
@@ -242,16 +256,10 @@ def cronjob(
             "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": mounts,
     }
     if compaction.get("resources"):
         container["resources"] = compaction["resources"]
-    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
-    if claim:
-        volumes.append({"name": "snapshots", "persistentVolumeClaim": {"claimName": claim}})
-        container["volumeMounts"].append({"name": "snapshots", "mountPath": SNAPSHOT_MOUNT})
-    volumes += extra_volumes[0]
-    container["volumeMounts"] += extra_volumes[1]
     pod: dict[str, Any] = {
         "serviceAccountName": compactor_name(body),
         "restartPolicy": "Never",

@@ -31,13 +31,13 @@ import copy
 from typing import Any
 
 from baton.compactor.cronjob import (
-    SNAPSHOT_MOUNT,
     SPARK_SETTINGS,
     compactor_labels,
     compactor_metadata,
     driver_service_account,
     job_arguments,
     job_env,
+    job_volumes,
 )
 
 API_VERSION = "sparkoperator.k8s.io/v1beta2"
@@ -80,14 +80,7 @@ def scheduled_spark_application(
         return None
     spark = compaction.get("spark") or {}
     labels = compactor_labels(meta["name"])
-    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
-    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
-    claim = compaction.get("snapshotVolumeClaim")
-    if claim:
-        volumes.append({"name": "snapshots", "persistentVolumeClaim": {"claimName": claim}})
-        mounts.append({"name": "snapshots", "mountPath": SNAPSHOT_MOUNT})
-    volumes += extra_volumes[0]
-    mounts += extra_volumes[1]
+    volumes, mounts = job_volumes(compaction, extra_volumes)
     env = [*job_env(body), *(extra_env or [])]
     roles: dict[str, dict[str, Any]] = {
         "driver": {"serviceAccount": driver_service_account(compaction)},

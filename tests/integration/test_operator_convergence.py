@@ -9,9 +9,7 @@ import json
 import re
 import signal
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
@@ -27,8 +25,6 @@ from tests.integration.test_operator_harness import (
     contains,
     example_manifest,
     get_json,
-    install_crds,
-    operators,
     try_get_json,
     wait_for,
 )
@@ -39,19 +35,6 @@ OBJECTS = [
     ("serviceaccount", "click-counter-worker"),
     *[(kind, f"click-counter-{c}") for c in ("blue", "green") for kind in ("service", "pdb", "statefulset")],
 ]
-
-
-@pytest.fixture
-def operator(
-    kube: Any, kubectl: KubectlFn, namespace: str, tmp_path: Path
-) -> Iterator[Callable[..., OperatorProcess]]:
-    install_crds(kubectl)
-    yield from operators(
-        tmp_path,
-        namespace,
-        kube.kubeconfig,
-        lambda: kubectl("delete", "sapp", "--all", "-n", namespace, "--timeout=30s", check=False),
-    )
 
 
 def _versions(kubectl: KubectlFn, namespace: str) -> dict[str, str]:

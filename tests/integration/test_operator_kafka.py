@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,26 +19,11 @@ from tests.integration.test_operator_harness import (
     apply,
     example_manifest,
     get_json,
-    install_crds,
-    operators,
     try_get_json,
     wait_for,
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def operator(
-    kube: Any, kubectl: KubectlFn, namespace: str, tmp_path: Path
-) -> Iterator[Callable[..., OperatorProcess]]:
-    install_crds(kubectl)
-    yield from operators(
-        tmp_path,
-        namespace,
-        kube.kubeconfig,
-        lambda: kubectl("delete", "sapp", "--all", "-n", namespace, "--timeout=30s", check=False),
-    )
 
 
 def _commit(bootstrap: str, group: str, topic: str, offset: int) -> None:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,28 +23,12 @@ from tests.integration.test_operator_harness import (
     apply,
     example_manifest,
     get_json,
-    install_crds,
     mark_pods_ready,
-    operators,
     try_get_json,
     wait_for,
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def operator(
-    kube: Any, kubectl: KubectlFn, namespace: str, tmp_path: Path
-) -> Iterator[Callable[..., OperatorProcess]]:
-    install_crds(kubectl)
-    # Delete the apps while an operator still runs, so its finalizer does not outlive the test.
-    yield from operators(
-        tmp_path,
-        namespace,
-        kube.kubeconfig,
-        lambda: kubectl("delete", "sapp", "--all", "-n", namespace, "--timeout=30s", check=False),
-    )
 
 
 def _condition(kubectl: KubectlFn, namespace: str, kind: str) -> str | None:

@@ -7,8 +7,7 @@ un-Ready and check that the operator waits before it restarts the next one.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,28 +18,13 @@ from tests.integration.test_operator_harness import (
     apply,
     example_manifest,
     get_json,
-    install_crds,
     mark_pods_ready,
-    operators,
     wait_for,
 )
 
 pytestmark = pytest.mark.integration
 
 SELECTOR = "baton.dev/app=click-counter"
-
-
-@pytest.fixture
-def operator(
-    kube: Any, kubectl: KubectlFn, namespace: str, tmp_path: Path
-) -> Iterator[Callable[..., OperatorProcess]]:
-    install_crds(kubectl)
-    yield from operators(
-        tmp_path,
-        namespace,
-        kube.kubeconfig,
-        lambda: kubectl("delete", "sapp", "--all", "-n", namespace, "--timeout=30s", check=False),
-    )
 
 
 def _pods(kubectl: KubectlFn, namespace: str) -> dict[str, dict[str, Any]]:

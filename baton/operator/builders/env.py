@@ -13,6 +13,7 @@ from baton.operator.builders.snapshots import object_store_env, snapshot_source
 from baton.operator.constants import KAFKA_SECRET_DIR, STATE_DIR, Color
 from baton.operator.spec import StreamApp
 from baton.worker.config import env_var
+from baton.worker.snapshot_fs import is_object_store
 
 # Credentials come from the Secret through these plain variables, then Kubernetes expands
 # $(NAME) references inside BATON_KAFKA_CONFIG, so the operator never reads the Secret.
@@ -94,6 +95,6 @@ def worker_env(app: StreamApp, color: Color, generation: int = 0) -> list[dict[s
     snapshots = snapshot_source(app)
     if snapshots is not None:
         env.append(_value("snapshot_store", snapshots.store))
-        if snapshots.object_store is not None:
+        if is_object_store(snapshots.store):
             env += object_store_env(app)
     return env + [dict(e) for e in spec.pod_template.env]

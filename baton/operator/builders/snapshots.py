@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from baton.compactor.cronjob import SNAPSHOT_MOUNT
-from baton.operator.spec import ObjectStoreSpec, StreamApp
+from baton.operator.spec import StreamApp
 from baton.worker.config import env_var
 from baton.worker.snapshot_fs import S3_SCHEMES
 
@@ -38,7 +38,6 @@ VOLUME = "snapshots"
 class SnapshotSource:
     store: str  # BATON_SNAPSHOT_STORE
     claim: str | None = None  # a PVC to mount read-only at SNAPSHOT_MOUNT
-    object_store: ObjectStoreSpec | None = None  # for s3a:// stores
 
 
 def snapshot_source(app: StreamApp) -> SnapshotSource | None:
@@ -46,13 +45,8 @@ def snapshot_source(app: StreamApp) -> SnapshotSource | None:
     if not compaction.enabled:
         return None
     if compaction.snapshot_store:
-        scheme = urlparse(compaction.snapshot_store).scheme
-        if scheme in ("", "file"):
+        if urlparse(compaction.snapshot_store).scheme in ("", "file", *S3_SCHEMES):
             return SnapshotSource(compaction.snapshot_store)
-        if scheme in S3_SCHEMES:
-            return SnapshotSource(
-                compaction.snapshot_store, object_store=compaction.object_store or ObjectStoreSpec()
-            )
         return None
     if compaction.snapshot_volume_claim:
         return SnapshotSource(SNAPSHOT_MOUNT, compaction.snapshot_volume_claim)
