@@ -4,7 +4,6 @@ baton.control's)."""
 from __future__ import annotations
 
 import logging
-import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,10 +14,11 @@ import yaml
 from pydantic import ValidationError
 
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
-from baton.operator import handlers, peering_object, rbac
+from baton.operator import handlers, leader, rbac
 from baton.operator.builders import desired_objects
 from baton.operator.constants import API_VERSION, KIND
 from baton.operator.kube import Kube
+from baton.operator.metrics import serve_from_env
 from baton.operator.spec import StreamApp
 
 
@@ -31,26 +31,41 @@ from baton.operator.spec import StreamApp
     help="Watch only this namespace (repeatable). Default: all namespaces.",
 )
 @click.option(
-    "--peering",
+    "--lease",
     default="baton-operator",
     show_default=True,
-    help="Name of the kopf peering object that elects one active operator replica.",
+    help="Name of the coordination.k8s.io Lease that elects the one acting operator replica.",
+)
+@click.option(
+    "--lease-namespace",
+    envvar="POD_NAMESPACE",
+    default=None,
+    help="Namespace of the Lease. Default: $POD_NAMESPACE (the chart sets it), else the first "
+    "--namespace, else default.",
+)
+@click.option(
+    "--lease-duration",
+    type=int,
+    default=leader.Timing.lease_duration,
+    show_default=True,
+    help="Seconds a Lease holds without renewal: a killed leader is replaced after this long.",
+)
+@click.option(
+    "--renew-deadline",
+    type=int,
+    default=leader.Timing.renew_deadline,
+    show_default=True,
+    help="Seconds the leader keeps trying to renew before it exits (less than --lease-duration).",
+)
+@click.option(
+    "--retry-period",
+    type=int,
+    default=leader.Timing.retry_period,
+    show_default=True,
+    help="Seconds between attempts to acquire or renew the Lease.",
 )
 @click.option("--standalone", is_flag=True, help="No leader election (a single replica, or local debugging).")
-@click.option(
-    "--priority",
-    type=int,
-    default=None,
-    help="Peering priority; the highest live replica acts. Default: random, so replicas differ.",
-)
-@click.option(
-    "--peering-lifetime",
-    type=int,
-    default=60,
-    show_default=True,
-    help="Seconds after which a silent (killed) replica is presumed dead and another takes over.",
-)
-@click.option("--liveness", default=None, help="kopf liveness endpoint, e.g. http://0.0.0.0:8081/healthz.")
+@click.option("--liveness", default=None, help="Liveness endpoint, e.g. http://0.0.0.0:8081/healthz.")
 @click.option("--no-kafka", is_flag=True, help="Do not talk to Kafka (no topic management, no lag).")
 @click.option(
     "--compactor-image",
@@ -59,46 +74,71 @@ from baton.operator.spec import StreamApp
     show_default=True,
     help="Image of compaction Jobs whose StreamApp sets no spec.compaction.image (needs Java and Spark).",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=16,
+    show_default=True,
+    help="Reconciliation passes that may run at once, over all apps (each may block on Kafka).",
+)
+@click.option(
+    "--no-watch-cache",
+    is_flag=True,
+    help="Read every object from the API server on each pass instead of the watches' cache "
+    "(to rule the cache out when debugging; bench/operator_scale.py compares both).",
+)
 @click.option("--verbose", is_flag=True)
 def operator(  # noqa: PLR0917 (one parameter per click option)
     namespaces: tuple[str, ...],
-    peering: str,
+    lease: str,
+    lease_namespace: str | None,
+    lease_duration: int,
+    renew_deadline: int,
+    retry_period: int,
     standalone: bool,
-    priority: int | None,
-    peering_lifetime: int,
     liveness: str | None,
     no_kafka: bool,
     compactor_image: str,
+    workers: int,
+    no_watch_cache: bool,
     verbose: bool,
 ) -> None:
-    """Run the StreamApp operator (kopf), with leader election between replicas."""
+    """Run the StreamApp operator (kopf); with several replicas, the one holding the Lease acts."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     clusterwide = not namespaces
-    # Equal priorities make kopf pause every replica; distinct random ones elect the highest.
-    prio = priority if priority is not None else random.randint(1, 2**31 - 1)
-    if not standalone:
-        peering_object.ensure(Kube.connect(), peering, namespaces)
-    memo = kopf.Memo(
-        options=handlers.Options(
-            peering_lifetime=peering_lifetime, kafka=not no_kafka, compactor_image=compactor_image
-        )
-    )
+    timing = leader.Timing(lease_duration, renew_deadline, retry_period)
+    problem = timing.check()
+    if problem is not None:
+        raise click.UsageError(problem)
+    where = lease_namespace or (namespaces[0] if namespaces else "default")
     click.echo(
         f"baton operator: {'all namespaces' if clusterwide else ', '.join(namespaces)}; "
-        f"{'standalone' if standalone else f'peering {peering} priority {prio}'}",
+        f"{'standalone' if standalone else f'lease {where}/{lease}'}",
         err=True,
+    )
+    port = serve_from_env()  # before the election: a follower reports baton_operator_leader 0
+    if port is not None:
+        logging.getLogger(__name__).info(f"metrics on :{port}/metrics")
+    if not standalone:
+        kube = Kube.connect()
+        leader.wait_until_leader(kube.dynamic.client, lease, where, leader.identity(), timing, liveness)
+    memo = kopf.Memo(
+        options=handlers.Options(
+            kafka=not no_kafka,
+            compactor_image=compactor_image,
+            workers=workers,
+            watch_cache=not no_watch_cache,
+        )
     )
     kopf.run(
         clusterwide=clusterwide,
         namespaces=list(namespaces),
-        standalone=standalone,
-        # a peering name makes peering mandatory in kopf, standalone or not: without the peering
-        # CRDs every watch would stay paused ("peering CRD is missing")
-        peering_name=None if standalone else peering,
-        priority=prio,
+        # the Lease elects; kopf's own peering stays off (no peering objects, no pauses)
+        standalone=True,
+        peering_name=None,
         liveness_endpoint=liveness,
         memo=memo,
     )

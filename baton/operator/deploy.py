@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from baton.operator.constants import Color
+from baton.operator.constants import COLORS, Color
 from baton.operator.deploy_record import Assignment, DeployRecord, Phase
 from baton.operator.spec import UpgradeSpec
 
@@ -199,17 +199,23 @@ def plan(inp: Inputs) -> Plan:
 def _normalise(inp: Inputs) -> DeployRecord:
     """The stored record, or a fresh one, with an assignment for every running color."""
     rec = inp.record
+    exist = tuple(c for c in inp.colors if inp.views.get(c, ColorView(False)).exists)
     if rec is None:
         fresh = Assignment(inp.revision)
-        return DeployRecord(colors=dict.fromkeys(inp.colors, fresh), specs={inp.revision: inp.spec})
+        return DeployRecord(
+            colors=dict.fromkeys(inp.colors, fresh), specs={inp.revision: inp.spec}, created=exist
+        )
     active = inp.active if inp.active in rec.colors else next(iter(rec.colors))
     colors = {c: rec.colors.get(c) or rec.colors[active] for c in inp.colors}
+    created = tuple(c for c in COLORS if c in rec.created or c in exist)
     for color in inp.colors:
         view = inp.views.get(color)
-        if view is not None and not view.exists and color == inp.active:
-            # never created (or a spec the cluster refused): no state and no output to protect
+        if view is not None and not view.exists and color == inp.active and color not in created:
+            # never created (or a spec the cluster refused): no state and no output to protect.
+            # A color that existed and was deleted keeps its revision: it is recreated as it
+            # was, and a deploy under way still goes through the idle color and a flip.
             colors[color] = Assignment(inp.revision, colors[color].generation)
-    return rec.with_(colors=colors, specs={**rec.specs, inp.revision: inp.spec})
+    return rec.with_(colors=colors, specs={**rec.specs, inp.revision: inp.spec}, created=created)
 
 
 def _became_active(s: _Step, to: Color, how: str) -> None:
@@ -482,11 +488,17 @@ def _finish(s: _Step) -> Plan:
             f"{rec.colors[s.active].revision}; change the spec, or annotate {ANNOTATION_PROMOTE}=true"
         )
     if phase == "Stable":
-        not_ready = [c for c in inp.colors if not inp.views.get(c, ColorView(False)).ready]
-        if not_ready:
+        # Ready (and the phase) follow the active color, which serves; the idle color's
+        # upgrade or failure is the status's StandbyReady condition, not a deploy.
+        active_view = inp.views.get(s.active, ColorView(False))
+        idle_views = {c: inp.views.get(c, ColorView(False)) for c in inp.colors if c != s.active}
+        if not active_view.ready:
             phase = "Deploying"
-            message = message or "; ".join(
-                f"{c}: {inp.views.get(c, ColorView(False)).message}" for c in not_ready
+            message = message or f"{s.active}: {active_view.message}"
+            s.soon()
+        elif any(not v.ready for v in idle_views.values()):
+            message = message or f"{s.active} active; " + "; ".join(
+                f"{c} (standby): {v.message}" for c, v in idle_views.items() if not v.ready
             )
             s.soon()
     roll = len(inp.colors) == 1 and rec.target is not None and not rec.abandoned

@@ -48,6 +48,9 @@ class DeployRecord:
     flipped_at: float | None = None
     abandoned: str = ""  # why the deploy of ``revision`` was given up (Stalled)
     rolled_back: str = ""  # a revision rolled back by the user: never promoted automatically
+    # colors whose StatefulSet has existed: one of them found deleted is recreated at its own
+    # revision (it has state and output to protect); one never created takes the current spec
+    created: tuple[Color, ...] = ()
 
     def with_(self, **changes: Any) -> DeployRecord:
         return replace(self, **changes)
@@ -89,6 +92,7 @@ def to_status(record: DeployRecord) -> dict[str, Any]:
         "flippedAt": _ts(record.flipped_at),
         "abandoned": record.abandoned or None,
         "rolledBack": record.rolled_back or None,
+        "created": list(record.created) or None,
     }
     out.update({k: v for k, v in optional.items() if v is not None})
     return out
@@ -121,6 +125,7 @@ def from_status(raw: dict[str, Any] | None) -> DeployRecord | None:
         flipped_at=_parse_ts(raw.get("flippedAt")),
         abandoned=str(raw.get("abandoned") or ""),
         rolled_back=str(raw.get("rolledBack") or ""),
+        created=tuple(c for c in COLORS if c in (raw.get("created") or ())),
     )
 
 

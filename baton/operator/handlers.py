@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from dataclasses import dataclass
 from typing import Any, cast
@@ -22,11 +23,13 @@ import kopf
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
 from baton.operator import reconcile as rec
 from baton.operator.backoff import EndlessBackoff
+from baton.operator.cache import ObjectCache
 from baton.operator.compaction_jobs import COMPONENT, COMPONENT_LABEL, last_result, result_of
 from baton.operator.constants import API_VERSION, FINALIZER, GROUP, KIND, LABEL_APP, PLURAL, VERSION
 from baton.operator.deploy import ANNOTATION_PROMOTE, ANNOTATION_ROLLBACK
-from baton.operator.kube import Kube
-from baton.operator.metrics import METRICS, serve_from_env
+from baton.operator.kube import MANAGED_KINDS, Kube
+from baton.operator.metrics import METRICS
+from baton.operator.state import OperatorState
 from baton.operator.topics import KafkaUnavailableError
 
 
@@ -34,9 +37,10 @@ from baton.operator.topics import KafkaUnavailableError
 class Options:
     """Operator settings from the command line, passed to kopf through its memo."""
 
-    peering_lifetime: int = 60
     kafka: bool = True
     compactor_image: str = DEFAULT_COMPACTOR_IMAGE
+    workers: int = 16  # passes running at once, over all apps (OperatorState.workers)
+    watch_cache: bool = True  # off: every read is a request (to compare, or to rule the cache out)
 
 
 def _events(body: dict[str, Any], type_: str, reason: str, message: str) -> None:
@@ -44,9 +48,43 @@ def _events(body: dict[str, Any], type_: str, reason: str, message: str) -> None
     kopf.event(cast(kopf.Body, body), type=type_, reason=reason, message=message[:1000])
 
 
+MANAGED_BY = "app.kubernetes.io/managed-by=baton-operator"
+
+
+def _feed(memo: kopf.Memo, body: kopf.Body, type: str | None) -> None:
+    """Keep the operator's object cache current (see baton.operator.cache)."""
+    cache: ObjectCache | None = memo.get("cache")
+    if cache is not None:
+        cache.observe(dict(body), deleted=type == "DELETED")
+
+
+# Owned kinds, the workers' Pods (their failures go into the status) and the StreamApps.
+CACHED_KINDS = (*MANAGED_KINDS, ("v1", "Pod"), (API_VERSION, KIND))
+
+
+def _register_cache_feeds() -> None:
+    """One watch per owned kind and for Pods (StatefulSets and StreamApps have handlers of their own)."""
+    for api_version, kind in (*MANAGED_KINDS, ("v1", "Pod")):
+        if kind == "StatefulSet":
+            continue
+        group, _, version = api_version.rpartition("/")
+
+        async def feed(*, memo: kopf.Memo, body: kopf.Body, type: str | None, **_: Any) -> None:
+            _feed(memo, body, type)
+
+        kopf.on.event(group=group, version=version, kind=kind, id=f"cache-{kind}")(feed)
+
+
+_register_cache_feeds()
+
+
+def _state(memo: kopf.Memo) -> OperatorState:
+    state: OperatorState = memo["state"]
+    return state
+
+
 def _kube(memo: kopf.Memo) -> Kube:
-    kube: Kube = memo["kube"]
-    return kube
+    return _state(memo).kube
 
 
 def _options(memo: kopf.Memo) -> Options:
@@ -56,41 +94,40 @@ def _options(memo: kopf.Memo) -> Options:
 
 @kopf.on.startup()
 async def configure(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    options = _options(memo)
     # Progress and the diff base live in annotations: the status belongs to baton alone.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
     )
     settings.persistence.finalizer = FINALIZER
-    settings.peering.lifetime = options.peering_lifetime
-    settings.peering.stealth = True
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 300
     # An API outage longer than kopf's default retries would silently end the watch of StreamApps.
     settings.networking.error_backoffs = EndlessBackoff()
     settings.execution.max_workers = 8
-    memo["kube"] = Kube.connect()
+    # Owned objects are watched with a server-side label selector: never every Service or Role
+    # of the cluster, only the operator's.
+    for api_version, kind in MANAGED_KINDS:
+        group, _slash, version = api_version.rpartition("/")
+        settings.watching.label_selectors[group, version, kind] = MANAGED_BY
+    settings.watching.label_selectors["batch", "v1", "Job"] = MANAGED_BY
+    settings.watching.label_selectors["", "v1", "Pod"] = MANAGED_BY  # the workers' Pods
+    options = _options(memo)
+    cache = ObjectCache(CACHED_KINDS) if options.watch_cache else None
+    memo["cache"] = cache
+    memo["state"] = OperatorState(
+        Kube.connect(cache),
+        kafka=options.kafka,
+        compactor_image=options.compactor_image,
+        workers=options.workers,
+    )
     memo["loop"] = asyncio.get_running_loop()
-    port = serve_from_env()
-    if port is not None:
-        logging.getLogger(__name__).info(f"metrics on :{port}/metrics")
 
 
-def _reconcile(
-    memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, kafka: bool = False
-) -> None:
+def _reconcile(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger) -> None:
     assert namespace is not None, "StreamApp is namespaced"
     try:
-        options = _options(memo)
-        outcome = rec.reconcile(
-            _kube(memo),
-            namespace,
-            name,
-            _events,
-            kafka=kafka and options.kafka,
-            compactor_image=options.compactor_image,
-        )
+        outcome = rec.reconcile(_state(memo), namespace, name, _events, kafka=False)
     except Exception as exc:  # transient API trouble: kopf retries soon
         raise kopf.TemporaryError(f"reconcile failed: {exc}", delay=3) from exc
     if outcome is not None and (outcome.applied or outcome.pruned or outcome.error):
@@ -101,6 +138,10 @@ def _reconcile(
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 def on_change(*, memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
+    if namespace is not None:
+        # a fresh read, not the event's body: a watch opened before a CRD upgrade delivers
+        # objects pruned by the old schema (see baton.operator.cache)
+        _kube(memo).read(API_VERSION, KIND, name, namespace)
     _reconcile(memo, namespace, name, logger)
     _wake_soon(memo)  # the deploy loop looks at the change now
 
@@ -130,9 +171,13 @@ async def deploy_loop(
     while not stopped:
         wake.clear()
         delay = 30.0
+        state = _state(memo)
         try:
-            outcome = await asyncio.to_thread(
-                rec.reconcile, _kube(memo), namespace, name, _events, _options(memo).kafka
+            # kopf posts Events through context variables, which run_in_executor (unlike
+            # asyncio.to_thread) does not carry into the thread: run the pass in a copy
+            context = contextvars.copy_context()
+            outcome = await asyncio.get_running_loop().run_in_executor(
+                state.executor, context.run, rec.reconcile, state, namespace, name, _events
             )
         except Exception as exc:  # transient API trouble: try again soon
             logger.warning(f"deploy loop pass failed: {exc}")
@@ -149,6 +194,7 @@ async def deploy_loop(
 def on_annotation(
     *,
     memo: kopf.Memo,
+    body: kopf.Body,
     meta: kopf.Meta,
     status: kopf.Status,
     namespace: str | None,
@@ -163,8 +209,12 @@ def on_annotation(
     triggers update handlers, and status changes out of it altogether, so the raw watch event
     is where a person's annotation and the compactor Job's status write show.
     """
+    if type == "DELETED":
+        _feed(memo, body, type)
     annotations = meta.get("annotations") or {}
     if ANNOTATION_PROMOTE in annotations or ANNOTATION_ROLLBACK in annotations:
+        if namespace is not None:
+            _kube(memo).read(API_VERSION, KIND, name, namespace)  # the pass must see it
         _wake_soon(memo)
     if type != "DELETED":
         METRICS.observe_compaction(namespace or "", name, status.get("compaction"))
@@ -225,20 +275,14 @@ def _owner(body: kopf.Body) -> str | None:
 
 @kopf.on.event("apps", "v1", "statefulsets", labels={"app.kubernetes.io/managed-by": "baton-operator"})
 def on_statefulset(*, memo: kopf.Memo, body: kopf.Body, namespace: str | None, type: str, **_: Any) -> None:
+    _feed(memo, body, type)
     owner = _owner(body)
     if owner is None or namespace is None:
         return
     if type == "DELETED":  # someone deleted it: recreate
-        rec.reconcile(
-            _kube(memo),
-            namespace,
-            owner,
-            _events,
-            kafka=False,
-            compactor_image=_options(memo).compactor_image,
-        )
+        rec.reconcile(_state(memo), namespace, owner, _events, kafka=False)
     else:
-        rec.refresh_status(_kube(memo), namespace, owner, _events, _options(memo).compactor_image)
+        rec.refresh_status(_state(memo), namespace, owner, _events)
 
 
 def _delete_topics_policy(*, spec: kopf.Spec, **_: Any) -> bool:
@@ -246,13 +290,22 @@ def _delete_topics_policy(*, spec: kopf.Spec, **_: Any) -> bool:
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
-def forget_metrics(*, namespace: str | None, name: str, **_: Any) -> None:
+def forget_app(*, memo: kopf.Memo, namespace: str | None, name: str, **_: Any) -> None:
+    """Drop the deleted app's series and its part of the operator's state."""
     METRICS.forget(namespace or "", name)
+    _state(memo).forget(f"{namespace}/{name}")
+
+
+@kopf.on.cleanup()
+async def close(*, memo: kopf.Memo, **_: Any) -> None:
+    state: OperatorState | None = memo.get("state")
+    if state is not None:
+        state.close()
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, when=_delete_topics_policy, retries=20, backoff=3)
 def on_delete(*, memo: kopf.Memo, body: kopf.Body, **_: Any) -> None:
     try:
-        rec.delete_topics(_kube(memo), dict(body), _events)
+        rec.delete_topics(_state(memo), dict(body), _events)
     except KafkaUnavailableError as exc:
         raise kopf.TemporaryError(f"cannot delete topics yet: {exc}", delay=5) from exc

@@ -21,6 +21,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
 
+from baton import __version__
+from baton.operator.cache import ObjectCache
 from baton.operator.constants import API_VERSION, FIELD_MANAGER, KIND, LABEL_APP
 
 T = TypeVar("T")
@@ -78,36 +80,61 @@ def with_retries(call: Callable[[], T], attempts: int = 5, delay: float = 0.2) -
     raise AssertionError("unreachable")
 
 
+# What the operator's requests say they are (the API server's audit log groups by it).
+USER_AGENT = f"baton-operator/{__version__}"
+
+
 @dataclass
 class Kube:
-    """A connection to the API server."""
+    """A connection to the API server; with a ``cache``, reads of the kinds it covers come
+    from the operator's watches (see baton.operator.cache) and writes' answers go into it."""
 
     dynamic: DynamicClient
+    cache: ObjectCache | None = None
 
     @classmethod
-    def connect(cls) -> Kube:
+    def connect(cls, cache: ObjectCache | None = None) -> Kube:
         """KUBECONFIG (or ~/.kube/config) when present, else the in-cluster ServiceAccount."""
         try:
             config.load_kube_config()  # type: ignore[no-untyped-call]
         except config.ConfigException:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
-        dynamic = DynamicClient(client.ApiClient())  # type: ignore[no-untyped-call]
+        api = client.ApiClient()
+        api.user_agent = USER_AGENT
+        dynamic = DynamicClient(api)  # type: ignore[no-untyped-call]
         # The discovery cache is a file shared by every process talking to this server: one
         # written before a CRD was removed (the Spark Operator uninstalled) would send lists to
         # paths the server no longer serves. Start from what the server serves now.
         dynamic.resources.invalidate_cache()
-        return cls(dynamic)
+        return cls(dynamic, cache)
+
+    def _observe(self, obj: dict[str, Any]) -> dict[str, Any]:
+        if self.cache is not None:
+            self.cache.observe(obj)
+        return obj
 
     def _resource(self, api_version: str, kind: str) -> Any:
         return self.dynamic.resources.get(api_version=api_version, kind=kind)
 
     def get(self, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        """The object, from the cache when it has it (a miss is a GET: the watch may not have
+        listed it yet)."""
+        if self.cache is not None and self.cache.covers(api_version, kind):
+            cached = self.cache.get(api_version, kind, name, namespace)
+            if cached is not None:
+                return cached
+        return self.read(api_version, kind, name, namespace)
+
+    def read(self, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        """The object as the API server has it now (a GET, never the cache)."""
         try:
             obj = with_retries(lambda: self._resource(api_version, kind).get(name=name, namespace=namespace))
-        except NotFoundError:
+        except (NotFoundError, ResourceNotFoundError):  # no such object, or a kind not served here
             return None
         result: dict[str, Any] = obj.to_dict()
-        return result
+        result.setdefault("apiVersion", api_version)
+        result.setdefault("kind", kind)
+        return self._observe(result)
 
     def apply(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
         """Server-side apply ``obj`` as the operator.
@@ -140,7 +167,7 @@ class Kube:
                 raise RefusedError(obj, status, message) from exc
             raise
         applied: dict[str, Any] = result.to_dict()
-        return applied
+        return applied if dry_run else self._observe(applied)
 
     def apply_status(self, name: str, namespace: str, status: dict[str, Any]) -> None:
         """Server-side apply of a StreamApp's status subresource."""
@@ -151,14 +178,18 @@ class Kube:
             "metadata": {"name": name, "namespace": namespace},
             "status": status,
         }
-        with_retries(
+        result = with_retries(
             lambda: resource.status.server_side_apply(
                 body=body, name=name, namespace=namespace, field_manager=FIELD_MANAGER, force_conflicts=True
             )
         )
+        self._observe(result.to_dict())
 
     def owned(self, app_name: str, app_uid: str, namespace: str) -> list[dict[str, Any]]:
-        """Objects of the managed kinds that this app controls (by owner reference)."""
+        """Objects of the managed kinds that this app controls (by owner reference); from the
+        cache when it covers them (what the watches have not listed yet is pruned next time)."""
+        if self.cache is not None and all(self.cache.covers(v, k) for v, k in MANAGED_KINDS):
+            return self.cache.owned(app_uid, namespace)
         found: list[dict[str, Any]] = []
         for api_version, kind in MANAGED_KINDS:
             try:
@@ -184,6 +215,8 @@ class Kube:
 
     def delete(self, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
+        if self.cache is not None:
+            self.cache.forget(obj)
         with contextlib.suppress(NotFoundError):
             with_retries(
                 lambda: self._resource(obj["apiVersion"], obj["kind"]).delete(
@@ -212,13 +245,19 @@ class Kube:
         resource = self._resource(api_version, kind)
         body = {"metadata": {"annotations": dict.fromkeys(keys)}}
         with contextlib.suppress(NotFoundError):
-            with_retries(
+            patched = with_retries(
                 lambda: resource.patch(
                     body=body, name=name, namespace=namespace, content_type="application/merge-patch+json"
                 )
             )
+            self._observe(patched.to_dict())
 
-    def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+    def pods(self, namespace: str, selector: str, fresh: bool = False) -> list[dict[str, Any]]:
+        """Pods matching an equality ``selector`` (``a=b,c=d``): from the cache unless ``fresh``
+        (a decision that deletes a Pod reads them from the API server)."""
+        if not fresh and self.cache is not None and self.cache.covers("v1", "Pod"):
+            labels = dict(part.split("=", 1) for part in selector.split(",") if part)
+            return self.cache.matching("v1", "Pod", namespace, labels)
         return self.list("v1", "Pod", namespace, selector)
 
     def list(self, api_version: str, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:

@@ -7,8 +7,10 @@ The metrics live in a registry of their own (tests create several operators in o
 process). :func:`serve_from_env` starts the HTTP endpoint on ``BATON_OPERATOR_METRICS_PORT``,
 which the chart sets; the operator calls it once at start-up.
 
-Labels are ``namespace`` and ``name`` (the StreamApp), so alerts can say which app.
-Every replica exports them, but only the leader reconciles, so sums over replicas are right.
+Labels are ``namespace`` and ``name`` (the StreamApp), so alerts can say which app. Only the
+replica holding the Lease runs kopf, so only it exports per-app series; a follower exports
+``baton_operator_leader 0`` and nothing per app, and a leader that loses the Lease exits, so
+no stale gauge of a former leader can fire an alert (see baton.operator.leader).
 """
 
 from __future__ import annotations
@@ -85,6 +87,11 @@ class OperatorMetrics:
             "From prepare to commit or abort of a flip",
             ["namespace"],
             buckets=_FLIP_BUCKETS,
+            registry=r,
+        )
+        self.leader = Gauge(
+            "baton_operator_leader",
+            "1 while this replica holds the operator's Lease (only the leader reconciles and exports per-app series)",
             registry=r,
         )
         self.app_phase = Gauge(

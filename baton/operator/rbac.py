@@ -42,8 +42,6 @@ def namespaced_rules() -> list[dict[str, Any]]:
         # Rolling upgrades (OnDelete): read worker Pods' readiness, delete one outdated Pod at a time.
         {"apiGroups": [""], "resources": ["pods"], "verbs": [*_READ, "delete"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-        # Leader election: kopf's peering object (created at start if missing) in each namespace.
-        {"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"], "verbs": [*_READ, "create", "patch"]},
     ]
 
 
@@ -56,11 +54,14 @@ def cluster_rules() -> list[dict[str, Any]]:
             "resources": ["customresourcedefinitions"],
             "verbs": ["list", "watch"],
         },
-        {
-            "apiGroups": ["kopf.dev"],
-            "resources": ["clusterkopfpeerings"],
-            "verbs": [*_READ, "create", "patch"],
-        },
+    ]
+
+
+def leader_election_rules() -> list[dict[str, Any]]:
+    """The Lease the replicas elect their leader through, in the operator's own namespace only
+    (see baton.operator.leader); ``create`` cannot be limited to a name, so no resourceNames."""
+    return [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
     ]
 
 
@@ -75,7 +76,8 @@ def rbac_objects(
 
     Cluster-wide: one ClusterRole with every rule. Namespaced (watching ``namespace``): a Role
     with the namespaced rules, plus a ClusterRole with only kopf's cluster-scoped reads
-    (namespaces and CRDs, which kopf watches even in namespaced mode).
+    (namespaces and CRDs, which kopf watches even in namespaced mode). Either way a Role for
+    the leader-election Lease in ``namespace``.
     """
     labels = {"app.kubernetes.io/name": "baton", "app.kubernetes.io/component": "operator"}
     subject = [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}]
@@ -101,11 +103,12 @@ def rbac_objects(
         "kind": "ServiceAccount",
         "metadata": {"name": service_account, "namespace": namespace, "labels": labels},
     }
+    election = role("Role", f"{name}-leader-election", leader_election_rules())
     if clusterwide:
-        return [sa, *role("ClusterRole", name, operator_rules(clusterwide=True))]
-    discovery = [r for r in cluster_rules() if "clusterkopfpeerings" not in r["resources"]]
+        return [sa, *role("ClusterRole", name, operator_rules(clusterwide=True)), *election]
     return [
         sa,
         *role("Role", name, namespaced_rules()),
-        *role("ClusterRole", f"{name}-{namespace}-discovery", discovery),
+        *role("ClusterRole", f"{name}-{namespace}-discovery", cluster_rules()),
+        *election,
     ]

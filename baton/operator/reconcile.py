@@ -9,7 +9,6 @@ StreamApp first, so a stale body can never roll the app back to an older spec.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from pydantic import ValidationError
 
 from baton import __version__
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
-from baton.operator import coverage, deploy, flips, rolling, topics
+from baton.operator import coverage, deploy, drift, flips, rolling, topics
 from baton.operator.builders import desired_objects
 from baton.operator.builders.common import selector_string
 from baton.operator.builders.desired import ColorRun, color_runs
@@ -29,7 +28,6 @@ from baton.operator.deploy import (
     ANNOTATION_PROMOTE,
     ANNOTATION_ROLLBACK,
     ColorView,
-    FlipOutcome,
     Inputs,
     Plan,
 )
@@ -37,11 +35,13 @@ from baton.operator.deploy_record import Assignment, DeployRecord, from_status, 
 from baton.operator.kube import Kube, RefusedError
 from baton.operator.metrics import METRICS
 from baton.operator.spec import StreamApp
+from baton.operator.state import FlipResult, OperatorState
 from baton.operator.status import (
     Observed,
     color_readiness,
     compute_status,
     not_understood_status,
+    pods_failing,
     spec_problems,
 )
 
@@ -49,16 +49,6 @@ log = logging.getLogger(__name__)
 
 # (body, type "Normal"/"Warning", reason, message): posts a Kubernetes Event (kopf in the operator).
 EventSink = Callable[[dict[str, Any], str, str, str], None]
-
-_locks: dict[str, threading.Lock] = {}
-_locks_guard = threading.Lock()
-# One AdminClient per app and Kafka config: each client owns threads and connections.
-_admins: dict[str, tuple[str, Any]] = {}
-
-
-def _lock(key: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault(key, threading.Lock())
 
 
 @dataclass
@@ -80,12 +70,12 @@ def _observe(kube: Kube, app: StreamApp) -> dict[Color, dict[str, Any] | None]:
     return {c: kube.get("apps/v1", "StatefulSet", f"{app.name}-{c}", app.namespace) for c in app.colors}
 
 
-def _kafka_admin(kube: Kube, app: StreamApp) -> tuple[Any, dict[str, Any], str | None]:
+def _kafka_admin(state: OperatorState, app: StreamApp) -> tuple[Any, dict[str, Any], str | None]:
     """An AdminClient for the app's cluster and its config, or (None, {}, why not)."""
     secret_ref = app.spec.kafka.secret_ref
     secret = None
     if secret_ref is not None and app.spec.kafka.security_protocol != "PLAINTEXT":
-        secret = kube.secret_data(secret_ref.name, app.namespace)
+        secret = state.kube.secret_data(secret_ref.name, app.namespace)
         if secret is None:
             return (
                 None,
@@ -97,11 +87,7 @@ def _kafka_admin(kube: Kube, app: StreamApp) -> tuple[Any, dict[str, Any], str |
             )
     config = topics.admin_config(app, secret)
     key, fingerprint = f"{app.namespace}/{app.name}", repr(sorted(config.items()))
-    with _locks_guard:
-        cached = _admins.get(key)
-        if cached is None or cached[0] != fingerprint:
-            _admins[key] = cached = (fingerprint, topics.new_admin(config))
-    return cached[1], config, None
+    return state.admin(key, fingerprint, lambda: topics.new_admin(config)), config, None
 
 
 @dataclass(frozen=True)
@@ -127,9 +113,11 @@ def _application_ids(app: StreamApp, status: dict[str, Any]) -> list[str]:
     return sorted(ids)
 
 
-def _observe_kafka(kube: Kube, app: StreamApp, body: dict[str, Any], events: EventSink) -> KafkaView:
+def _observe_kafka(
+    state: OperatorState, app: StreamApp, body: dict[str, Any], events: EventSink
+) -> KafkaView:
     """Ensure the control topic, read lag and who is active; never raises for Kafka trouble."""
-    admin, config, why_not = _kafka_admin(kube, app)
+    admin, config, why_not = _kafka_admin(state, app)
     if admin is None:
         return KafkaView(topics={"message": why_not or ""})
     result: dict[str, str] = {}
@@ -175,21 +163,17 @@ def _flag(body: dict[str, Any], key: str) -> bool:
     return value is not None and str(value).lower() not in ("", "false", "0", "no")
 
 
-def reconcile(  # noqa: PLR0917
-    kube: Kube,
-    namespace: str,
-    name: str,
-    events: EventSink,
-    kafka: bool = True,
-    compactor_image: str = DEFAULT_COMPACTOR_IMAGE,
+def reconcile(
+    state: OperatorState, namespace: str, name: str, events: EventSink, kafka: bool = True
 ) -> Outcome | None:
     """Bring one StreamApp's objects and status in line with its spec. None if it is gone.
 
-    With ``kafka`` (the operator's periodic pass) it also reads lag and the control topic and
-    carries out the deploy machine's flips; without (spec and StatefulSet changes) it only
-    applies objects and status, quickly.
+    With ``kafka`` (the operator's periodic pass, unless the operator runs without Kafka)
+    it also reads lag and the control topic and carries out the deploy machine's flips;
+    without (spec and StatefulSet changes) it only applies objects and status, quickly.
     """
-    key = f"{namespace}/{name}"
+    kube, key = state.kube, f"{namespace}/{name}"
+    kafka = kafka and state.kafka
     view: KafkaView | None = None
     if kafka:
         body = kube.get(API_VERSION, KIND, name, namespace)
@@ -200,26 +184,17 @@ def reconcile(  # noqa: PLR0917
             return None
         app = parsed
         if not app.spec.paused:
-            view = _observe_kafka(kube, app, body, events)  # slow: outside the lock
+            view = _observe_kafka(state, app, body, events)  # slow: outside the lock
     with METRICS.reconciling(namespace):
-        with _lock(key):
-            done = _pass(kube, namespace, name, events, view, apply=True, compactor_image=compactor_image)
+        with state.lock(key):
+            done = _pass(state, namespace, name, events, view, apply=True)
         if done is None:
             return None
         outcome, plan, app = done
         if kafka and view is not None and plan is not None and plan.flip is not None:
-            _flip(kube, app, plan.flip, view, events)
-            with _lock(key):
-                done = _pass(
-                    kube,
-                    namespace,
-                    name,
-                    events,
-                    None,
-                    apply=True,
-                    flip=_last.pop(key, None),
-                    compactor_image=compactor_image,
-                )
+            _flip(state, app, plan.flip, view)
+            with state.lock(key):
+                done = _pass(state, namespace, name, events, None, apply=True, flip=state.take_flip(key))
             if done is not None:
                 outcome, plan, app = done
         if plan is not None and plan.roll and not app.spec.paused:
@@ -229,32 +204,25 @@ def reconcile(  # noqa: PLR0917
     return outcome
 
 
-# The result of the flip just run, per app, handed from _flip to the next _pass.
-_last: dict[str, tuple[FlipOutcome, dict[str, Any], float]] = {}
-_flipping: set[str] = set()
-
-
-def _flip(kube: Kube, app: StreamApp, to: Color, view: KafkaView, events: EventSink) -> None:
+def _flip(state: OperatorState, app: StreamApp, to: Color, view: KafkaView) -> None:
     """Run the flip the plan asks for (blocking this worker thread, never kopf's loop)."""
     key = f"{app.namespace}/{app.name}"
-    with _locks_guard:
-        if key in _flipping:
-            return
-        _flipping.add(key)
+    if not state.start_flip(key):
+        return
+    result = None
     try:
         outcome, last, seconds = flips.flip(
             app.spec.kafka.bootstrap_servers, app.application_id, to, view.extra
         )
+        result = (outcome, last, seconds)
     finally:
-        with _locks_guard:
-            _flipping.discard(key)
+        state.end_flip(key, result)
     METRICS.flip_finished(
         app.namespace,
         app.name,
         "committed" if outcome.committed else "aborted" if outcome.epoch else "failed",
         seconds,
     )
-    _last[key] = (outcome, last, seconds)
 
 
 def _roll(kube: Kube, app: StreamApp, events: EventSink) -> None:
@@ -265,7 +233,7 @@ def _roll(kube: Kube, app: StreamApp, events: EventSink) -> None:
     status = sts.get("status") or {}
     if int(status.get("observedGeneration") or 0) < int(sts["metadata"].get("generation") or 0):
         return
-    pods = kube.pods(app.namespace, selector_string(app, "blue"))
+    pods = kube.pods(app.namespace, selector_string(app, "blue"), fresh=True)
     victim = rolling.next_pod_to_restart(pods, str(status.get("updateRevision") or ""), app.spec.replicas)
     if victim is None:
         return
@@ -277,16 +245,17 @@ def _roll(kube: Kube, app: StreamApp, events: EventSink) -> None:
 
 
 def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
-    kube: Kube,
+    state: OperatorState,
     namespace: str,
     name: str,
     events: EventSink,
     view: KafkaView | None,
     apply: bool,
-    flip: tuple[FlipOutcome, dict[str, Any], float] | None = None,
-    compactor_image: str = DEFAULT_COMPACTOR_IMAGE,
+    flip: FlipResult | None = None,
 ) -> tuple[Outcome, Plan | None, StreamApp] | None:
-    """One locked pass: read the app fresh, run the deploy machine, apply, write status."""
+    """One locked pass: read the app (cached, never older than our own writes), run the
+    deploy machine, apply what differs, write status."""
+    kube = state.kube
     body = kube.get(API_VERSION, KIND, name, namespace)
     if body is None or body["metadata"].get("deletionTimestamp"):
         return None
@@ -319,14 +288,14 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
             draining=view.control.draining if view is not None and view.control is not None else (),
             promote=_flag(body, ANNOTATION_PROMOTE),
             rollback=_flag(body, ANNOTATION_ROLLBACK),
-            flip_running=f"{namespace}/{name}" in _flipping,
+            flip_running=state.flip_running(f"{namespace}/{name}"),
             flip=flip[0] if flip is not None else None,
         )
         plan = deploy.plan(inputs)
         runs_now = color_runs(app, plan.record)
         if apply or runs_now != runs:
             outcome.error = _apply_all(
-                kube, app, body, events, outcome, runs_now, plan.flip_in_progress, compactor_image
+                kube, app, body, events, outcome, runs_now, plan.flip_in_progress, state.compactor_image
             )
         if outcome.error is not None:  # nothing applied: the machine's step did not happen
             plan, runs_now = None, runs
@@ -347,6 +316,7 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
         lag={c: v for c, v in lag.items() if v is not None},
         standbys=_standbys(app, plan.record if plan is not None else record, view, previous),
         topics=view.topics if view is not None else {},
+        failing=_failing(kube, app, sts, runs_now),
     )
     extra: dict[str, Any] = {}
     if plan is not None:
@@ -356,6 +326,22 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
     outcome.status = write_status(kube, app, body, observed, events, plan=plan, runs=runs_now, extra=extra)
     METRICS.observe_status(namespace, name, outcome.status)
     return outcome, plan, app
+
+
+def _failing(
+    kube: Kube, app: StreamApp, sts: dict[Color, dict[str, Any] | None], runs: dict[Color, ColorRun]
+) -> dict[Color, str]:
+    """Colors whose Pods cannot start by themselves (see ``pods_failing``). Pods are listed only
+    for a color that exists and is not rolled out, so an app at rest costs no request."""
+    out: dict[Color, str] = {}
+    for color in app.colors:
+        state = sts.get(color)
+        if state is None or color_readiness(state, app.spec.replicas, spec_hash(runs[color].app.spec)).ready:
+            continue
+        why = pods_failing(kube.pods(app.namespace, selector_string(app, color)))
+        if why is not None:
+            out[color] = why
+    return out
 
 
 def _lag(
@@ -430,22 +416,30 @@ def _apply_all(  # noqa: PLR0917
     flip_in_progress: bool = False,
     compactor_image: str = DEFAULT_COMPACTOR_IMAGE,
 ) -> str | None:
-    """Dry-run every object first, so a spec the cluster refuses is never half-applied."""
+    """Apply the objects that differ from what is live (see baton.operator.drift); dry-run
+    them all first, so a spec the cluster refuses is never half-applied."""
     try:
-        objects = desired_objects(
-            app, runs, flip_in_progress=flip_in_progress, compactor_image=compactor_image
-        )
+        objects = [
+            drift.stamped(o)
+            for o in desired_objects(
+                app, runs, flip_in_progress=flip_in_progress, compactor_image=compactor_image
+            )
+        ]
     except ValueError as exc:
         events(body, "Warning", "SpecRefused", str(exc))
         return str(exc)
+    live = {
+        _ref(o): kube.get(o["apiVersion"], o["kind"], o["metadata"]["name"], app.namespace) for o in objects
+    }
+    changed = [o for o in objects if not drift.up_to_date(live[_ref(o)], o)]
     try:
-        for obj in objects:
+        for obj in changed:
             kube.apply(obj, dry_run=True)
     except RefusedError as exc:
         events(body, "Warning", "SpecRefused", str(exc))
         return str(exc)
-    for obj in objects:
-        before = kube.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], app.namespace)
+    for obj in changed:
+        before = live[_ref(obj)]
         after = kube.apply(obj)
         if before is None:
             outcome.applied.append(_ref(obj))
@@ -534,19 +528,19 @@ def _parse(kube: Kube, body: dict[str, Any], events: EventSink) -> StreamApp | N
 
 
 def refresh_status(
-    kube: Kube, namespace: str, name: str, events: EventSink, compactor_image: str = DEFAULT_COMPACTOR_IMAGE
+    state: OperatorState, namespace: str, name: str, events: EventSink
 ) -> dict[str, Any] | None:
     """After a StatefulSet changed: run the deploy machine and write status; apply objects only
     when the machine gave a color another revision (cheap on the many Pod-readiness events)."""
-    with _lock(f"{namespace}/{name}"):
-        done = _pass(kube, namespace, name, events, None, apply=False, compactor_image=compactor_image)
+    with state.lock(f"{namespace}/{name}"):
+        done = _pass(state, namespace, name, events, None, apply=False)
     return done[0].status if done is not None else None
 
 
-def delete_topics(kube: Kube, body: dict[str, Any], events: EventSink) -> list[str]:
+def delete_topics(state: OperatorState, body: dict[str, Any], events: EventSink) -> list[str]:
     """The DeleteTopics deletion policy: delete the app's internal topics (finalizer step)."""
     app = StreamApp.from_body(body)
-    admin, _, why_not = _kafka_admin(kube, app)
+    admin, _, why_not = _kafka_admin(state, app)
     if admin is None:
         raise topics.KafkaUnavailableError(why_not or "no Kafka access")
     deleted = topics.delete_internal_topics(admin, app.application_id)

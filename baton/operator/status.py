@@ -1,8 +1,12 @@
 """StreamApp status from what the cluster reports: a pure function, kstatus conventions.
 
 kstatus (and so `kubectl wait`, Argo CD, Flux) reads ``observedGeneration`` and the
-conditions ``Ready``, ``Reconciling`` and ``Stalled``. Ready is False from the first
-reconcile until every color's StatefulSet runs the current spec with all Pods ready.
+conditions ``Ready``, ``Reconciling`` and ``Stalled``. Ready means the app serves the current
+generation: the active color runs it with every Pod ready and no deploy or flip is under way.
+The idle color's health is its own condition, ``StandbyReady``, so the standby upgrade after
+each flip does not turn the app not-Ready; Pods that cannot start without a person
+(CrashLoopBackOff, an image that cannot be pulled) in either color make the app Stalled with
+the Pod and the reason in the message, so Argo CD shows Degraded instead of Progressing forever.
 """
 
 from __future__ import annotations
@@ -30,6 +34,58 @@ class Observed:
     standbys: dict[Color, dict[str, int]] = field(default_factory=dict)  # see baton.operator.coverage
     error: str | None = None  # a spec the cluster refused, or a failure the operator cannot fix
     topics: dict[str, str] = field(default_factory=dict)
+    failing: dict[Color, str] = field(default_factory=dict)  # see pods_failing
+
+
+# Container states that do not clear without a change by a person (a new image, a fixed
+# config, a Secret created): waiting longer only adds restarts.
+FAILING_REASONS = frozenset(
+    {
+        "CrashLoopBackOff",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+    }
+)
+
+
+def pods_failing(pods: list[dict[str, Any]], limit: int = 2) -> str | None:
+    """Why a color's Pods will not become ready by themselves, or None.
+
+    Names the Pod, the container, the waiting reason, the restarts and the last exit (code
+    and termination message: the worker writes its fatal error there), at most ``limit``
+    Pods, so `kubectl get sapp` and Argo CD say what to fix.
+    """
+    found = []
+    for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("name", ""))):
+        status = pod.get("status") or {}
+        statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+        for cs in statuses:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            reason = waiting.get("reason")
+            if reason not in FAILING_REASONS:
+                continue
+            last = (cs.get("lastState") or {}).get("terminated") or {}
+            if last:
+                why = f"exit code {last.get('exitCode')}"
+                detail = str(last.get("message") or last.get("reason") or "").strip()
+                why += f": {detail[:300]}" if detail else ""
+            else:
+                why = str(waiting.get("message") or "").strip()[:300]
+            name = (pod.get("metadata") or {}).get("name", "?")
+            restarts = int(cs.get("restartCount") or 0)
+            found.append(
+                f"Pod {name} container {cs.get('name')} {reason} (restarts {restarts})"
+                + (f", {why}" if why else "")
+            )
+            break
+    if not found:
+        return None
+    more = f" (and {len(found) - limit} more Pods)" if len(found) > limit else ""
+    return "; ".join(found[:limit]) + more
 
 
 @dataclass(frozen=True)
@@ -112,6 +168,27 @@ def _color_status(
     return out
 
 
+def _standby_condition(
+    app: StreamApp,
+    active: Color,
+    readiness: Mapping[Color, ColorReadiness],
+    failing: Mapping[Color, str],
+    when: tuple[int, dict[str, dict[str, Any]], str],
+) -> dict[str, Any]:
+    """``StandbyReady``: the idle color runs its revision with every Pod ready (a warm rollback
+    target and the next deploy's starting point). Always True for one color (Rolling)."""
+    idle = [c for c in app.colors if c != active]
+    if not idle:
+        message = "upgrade.strategy Rolling runs one color: there is no standby color"
+        return _condition("StandbyReady", True, "NoStandbyColor", message, *when)
+    color = idle[0]
+    if color in failing:
+        return _condition("StandbyReady", False, "PodsFailing", f"{color}: {failing[color]}", *when)
+    state = readiness[color]
+    reason = "StandbyReady" if state.ready else "NotReady"
+    return _condition("StandbyReady", state.ready, reason, f"{color}: {state.message}", *when)
+
+
 def compute_status(  # noqa: PLR0917 (one input per part of the status)
     app: StreamApp,
     observed: Observed,
@@ -134,8 +211,13 @@ def compute_status(  # noqa: PLR0917 (one input per part of the status)
     readiness = {
         c: color_readiness(observed.statefulsets.get(c), app.spec.replicas, wants[c]) for c in app.colors
     }
-    all_ready = all(r.ready for r in readiness.values())
+    active = plan.active if plan is not None else observed.active_color
+    active = active if active in app.colors else app.colors[0]
+    serving = readiness[active].ready
     detail = "; ".join(f"{c}: {r.message}" for c, r in readiness.items())
+    any_sts = any(observed.statefulsets.get(c) is not None for c in app.colors)
+    failing = {c: observed.failing[c] for c in app.colors if observed.failing.get(c)}
+    failing_text = "; ".join(f"{c}{'' if c == active else ' (standby)'}: {why}" for c, why in failing.items())
 
     if observed.error is not None:
         phase, message = "Stalled", observed.error
@@ -144,36 +226,40 @@ def compute_status(  # noqa: PLR0917 (one input per part of the status)
         stalled = _condition("Stalled", True, "ApplyFailed", message, gen, prev, stamp)
     elif app.spec.paused:
         phase, message = "Paused", f"reconciliation paused (spec.paused); {detail}"
-        ready = _condition("Ready", all_ready, "Paused", message, gen, prev, stamp)
+        ready = _condition("Ready", serving, "Paused", message, gen, prev, stamp)
         reconciling = _condition("Reconciling", False, "Paused", message, gen, prev, stamp)
         stalled = _condition("Stalled", False, "Paused", message, gen, prev, stamp)
-    elif plan is not None and (plan.phase != "Stable" or plan.stalled_reason or not all_ready):
-        any_sts = any(observed.statefulsets.get(c) is not None for c in app.colors)
+    elif plan is not None and plan.stalled_reason:
         phase, message = plan.phase, plan.message
-        if phase == "Deploying" and not any_sts:
+        ready = _condition("Ready", False, plan.stalled_reason, message, gen, prev, stamp)
+        reconciling = _condition("Reconciling", False, plan.stalled_reason, message, gen, prev, stamp)
+        stalled = _condition("Stalled", True, plan.stalled_reason, message, gen, prev, stamp)
+    else:
+        settled = serving and (plan is None or plan.phase == "Stable")
+        if plan is not None:
+            phase, message = plan.phase, plan.message
+        elif serving:
+            phase, message = "Stable", detail
+        else:
+            phase, message = "Deploying", detail
+        if phase in ("Deploying", "Stable") and not any_sts:
             phase = "Pending"
-        if plan.stalled_reason:
-            ready = _condition("Ready", False, plan.stalled_reason, message, gen, prev, stamp)
-            reconciling = _condition("Reconciling", False, plan.stalled_reason, message, gen, prev, stamp)
-            stalled = _condition("Stalled", True, plan.stalled_reason, message, gen, prev, stamp)
+        if failing:
+            message = f"Pods failing: {failing_text}"
+            why = "ActiveColorReady" if settled else "PodsFailing"
+            ready = _condition("Ready", settled, why, message, gen, prev, stamp)
+            reconciling = _condition("Reconciling", False, "PodsFailing", message, gen, prev, stamp)
+            stalled = _condition("Stalled", True, "PodsFailing", message, gen, prev, stamp)
+        elif settled:
+            ready = _condition("Ready", True, "ActiveColorReady", message, gen, prev, stamp)
+            reconciling = _condition("Reconciling", False, "Reconciled", message, gen, prev, stamp)
+            stalled = _condition("Stalled", False, "Reconciled", message, gen, prev, stamp)
         else:
             ready = _condition("Ready", False, phase, message, gen, prev, stamp)
             reconciling = _condition("Reconciling", True, phase, message, gen, prev, stamp)
             stalled = _condition("Stalled", False, "Progressing", message, gen, prev, stamp)
-    elif all_ready:
-        phase, message = "Stable", (plan.message if plan is not None else detail)
-        ready = _condition("Ready", True, "AllReplicasReady", message, gen, prev, stamp)
-        reconciling = _condition("Reconciling", False, "Reconciled", message, gen, prev, stamp)
-        stalled = _condition("Stalled", False, "Reconciled", message, gen, prev, stamp)
-    else:
-        any_sts = any(observed.statefulsets.get(c) is not None for c in app.colors)
-        phase, message = ("Deploying" if any_sts else "Pending"), detail
-        ready = _condition("Ready", False, "Deploying", message, gen, prev, stamp)
-        reconciling = _condition("Reconciling", True, "Deploying", message, gen, prev, stamp)
-        stalled = _condition("Stalled", False, "Progressing", message, gen, prev, stamp)
+    standby = _standby_condition(app, active, readiness, failing, (gen, prev, stamp))
 
-    active = plan.active if plan is not None else observed.active_color
-    active = active if active in app.colors else app.colors[0]
     gens = generations or {}
     colors = {
         c: _color_status(
@@ -196,7 +282,7 @@ def compute_status(  # noqa: PLR0917 (one input per part of the status)
         "selector": selector_string(app, active),
         "message": message,
         "colors": colors,
-        "conditions": [ready, reconciling, stalled],
+        "conditions": [ready, reconciling, stalled, standby],
     }
     if active in observed.lag:
         status["lag"] = observed.lag[active]

@@ -30,7 +30,6 @@ from batondev import gobuild, kube
 
 REPO = Path(__file__).resolve().parents[2]
 CRD = REPO / "crds" / "streamapps.baton.dev.yaml"
-PEERING_CRDS = REPO / "baton" / "operator" / "manifests" / "peering-crds.yaml"
 EXAMPLE = REPO / "examples" / "click-counter.yaml"
 APP_LABEL = "baton.dev/app"
 COLOR_LABEL = "baton.dev/color"
@@ -86,16 +85,9 @@ class Kubectl:
 
 
 def install_crds(kubectl: Kubectl) -> None:
-    """The StreamApp CRD and kopf's peering CRDs (idempotent), once they are served."""
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD), "-f", str(PEERING_CRDS))
-    kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/streamapps.baton.dev",
-        "crd/kopfpeerings.kopf.dev",
-        "crd/clusterkopfpeerings.kopf.dev",
-    )
+    """The StreamApp CRD (idempotent), once it is served."""
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/streamapps.baton.dev")
     # Established is not enough: the API server answers 429 "storage is (re)initializing"
     # until the watch cache of a new CRD has loaded, which on a busy node takes a while.
     wait_until(
@@ -105,18 +97,24 @@ def install_crds(kubectl: Kubectl) -> None:
     )
 
 
+def lease_args(duration: int) -> list[str]:
+    """A short Lease for tests: a killed operator is replaced after ``duration`` seconds."""
+    renew = max(2, duration * 2 // 3)
+    return ["--lease-duration", str(duration), "--renew-deadline", str(renew), "--retry-period", "1"]
+
+
 class Operator:
     """``baton operator`` for one namespace as a subprocess, as it runs in production.
 
-    It keeps kopf peering (leader election) on, with a short lifetime, so a restart after a
-    SIGKILL goes through the same takeover a second replica would: the new process waits
-    until the dead one's peering record expires, then resumes every app.
+    It keeps leader election on, with a short Lease, so a restart after a SIGKILL goes
+    through the same takeover a second replica would: the new process waits until the dead
+    one's Lease expires, then resumes every app.
     """
 
     READY_LINE = "Initial authentication has finished"
 
-    def __init__(self, namespace: str, log: Path, peering_lifetime: int = 6) -> None:
-        self.namespace, self.log, self.peering_lifetime = namespace, log, peering_lifetime
+    def __init__(self, namespace: str, log: Path, lease_duration: int = 6) -> None:
+        self.namespace, self.log, self.lease_duration = namespace, log, lease_duration
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -133,8 +131,7 @@ class Operator:
                     "operator",
                     "-n",
                     self.namespace,
-                    "--peering-lifetime",
-                    str(self.peering_lifetime),
+                    *lease_args(self.lease_duration),
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -31,6 +31,33 @@ def kubeconfig() -> Path:
     return paths.RUN / "kubeconfig"
 
 
+def audit_log() -> Path:
+    """The API server's audit log: one JSON line per request, with its user agent (bench/operator_scale.py)."""
+    return paths.RUN / "kube-audit" / "audit.log"
+
+
+# Metadata of every request (no bodies: small lines); RequestReceived left out so each request is one line.
+_AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+"""
+
+
+def _audit_args() -> list[str]:
+    policy = paths.RUN / "kube-audit" / "policy.yaml"
+    policy.parent.mkdir(parents=True, exist_ok=True)
+    policy.write_text(_AUDIT_POLICY)
+    return [
+        f"--audit-policy-file={policy}",
+        f"--audit-log-path={audit_log()}",
+        "--audit-log-format=json",
+        "--audit-log-maxsize=64",  # MB, then rotated; one old file kept
+        "--audit-log-maxbackup=1",
+    ]
+
+
 def server_url() -> str:
     return f"https://127.0.0.1:{ports.APISERVER}"
 
@@ -203,6 +230,7 @@ def _start_apiserver(bin_dir: Path, timeout: float) -> None:
                 "--profiling=false",
                 "--v=0",
                 "--enable-priority-and-fairness=false",
+                *_audit_args(),
             ],
         )
     procs.wait_until(APISERVER, lambda: _healthy(f"{server_url()}/readyz", tls=True), timeout)

@@ -119,9 +119,10 @@ def test_install_run_reconcile_upgrade_uninstall(
     # The objects the chart promises, as the API server stores them.
     dep = get_json(kubectl, "deployment", full, "-n", namespace)
     assert dep["spec"]["replicas"] == 2
-    for kind in ("serviceaccount", "service", "pdb", "role", "rolebinding", "kopfpeering"):
+    for kind in ("serviceaccount", "service", "pdb", "role", "rolebinding"):
         name = f"{full}-metrics" if kind == "service" else full
         assert try_get_json(kubectl, kind, name, "-n", namespace), f"{kind}/{name} missing"
+    assert try_get_json(kubectl, "role", f"{full}-leader-election", "-n", namespace)
     assert try_get_json(kubectl, "clusterrole", f"{full}-{namespace}-discovery")
     selector = ",".join(f"{k}={v}" for k, v in dep["spec"]["selector"]["matchLabels"].items())
     wait_for("the Deployment's 2 Pods", lambda: len(pods_of(kubectl, namespace, selector)) == 2)
@@ -156,9 +157,12 @@ def test_install_run_reconcile_upgrade_uninstall(
             )
             mark_pods_ready(kubectl, namespace, f"baton.dev/app=click-counter,baton.dev/color={color}", 1)
         kubectl("wait", "--for=condition=Ready", "sapp/click-counter", "-n", namespace, "--timeout=90s")
+        # it acted as the holder of the chart's Lease, which its own Role lets it renew
+        lease = get_json(kubectl, "lease", full, "-n", namespace)["spec"]
+        assert lease["holderIdentity"] and lease["leaseDurationSeconds"] == 15
         text = log.read_text()
         # A refused call shows up as "Forbidden" or a bare HTTP status 403; a number that merely
-        # contains 403 (a peering priority, a resourceVersion) is not one.
+        # contains 403 (a resourceVersion, a Lease identity) is not one.
         assert "Forbidden" not in text and not re.search(r"(?<![\w.])403(?![\w.])", text), text[-3000:]
         kubectl("delete", "sapp", "click-counter", "-n", namespace, "--timeout=60s")
     finally:
@@ -188,7 +192,12 @@ def test_install_run_reconcile_upgrade_uninstall(
 
     # Uninstall removes what the chart made, cluster-scoped objects included, and keeps the CRD.
     helm("uninstall", release, "-n", namespace, "--wait", "--timeout=60s")
-    for kind, name in (("deployment", full), ("role", full), ("kopfpeering", full), ("pdb", full)):
+    for kind, name in (
+        ("deployment", full),
+        ("role", full),
+        ("role", f"{full}-leader-election"),
+        ("pdb", full),
+    ):
         assert try_get_json(kubectl, kind, name, "-n", namespace) is None, f"{kind}/{name} left behind"
     assert try_get_json(kubectl, "clusterrole", f"{full}-{namespace}-discovery") is None
     assert try_get_json(kubectl, "crd", "streamapps.baton.dev") is not None
@@ -198,17 +207,18 @@ def test_install_run_reconcile_upgrade_uninstall(
 def test_cluster_wide_install_and_uninstall(
     helm: Helm, release: str, kubectl: KubectlFn, namespace: str
 ) -> None:
-    """The default values: ClusterRole, ClusterRoleBinding and ClusterKopfPeering, all removed again."""
+    """The default values: ClusterRole and ClusterRoleBinding, removed again; the Lease Role in its namespace."""
     helm.install(release, namespace)
     full = f"{release}-baton"
     role = get_json(kubectl, "clusterrole", full)
-    assert any("clusterkopfpeerings" in r["resources"] for r in role["rules"])
+    assert any("statefulsets" in r["resources"] for r in role["rules"])
+    assert not any("leases" in r["resources"] for r in role["rules"]), "Leases only in its own namespace"
     binding = get_json(kubectl, "clusterrolebinding", full)
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": full, "namespace": namespace}]
-    assert try_get_json(kubectl, "clusterkopfpeering", full)
+    assert try_get_json(kubectl, "rolebinding", f"{full}-leader-election", "-n", namespace)
     helm("uninstall", release, "-n", namespace, "--wait", "--timeout=60s")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and try_get_json(kubectl, "clusterrole", full) is not None:
         time.sleep(0.5)
-    for kind in ("clusterrole", "clusterrolebinding", "clusterkopfpeering"):
+    for kind in ("clusterrole", "clusterrolebinding"):
         assert try_get_json(kubectl, kind, full) is None, f"{kind}/{full} left behind"

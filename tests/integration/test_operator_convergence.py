@@ -1,4 +1,4 @@
-"""Convergence: idempotent re-apply, a kill mid-reconcile, drift repair, leader election.
+"""Convergence: idempotent re-apply, a kill mid-reconcile, drift repair (leader election: test_operator_leader.py).
 
 All with real `baton operator` processes against the real API server.
 """
@@ -6,7 +6,6 @@ All with real `baton operator` processes against the real API server.
 from __future__ import annotations
 
 import json
-import re
 import signal
 import time
 from collections.abc import Callable
@@ -242,60 +241,3 @@ def test_compaction_on_makes_the_cronjob_and_its_identity_and_off_prunes_them(
             ),
             timeout=30,
         )
-
-
-def test_two_operators_one_acts_and_hands_over(
-    operator: Callable[..., OperatorProcess], kubectl: KubectlFn, namespace: str
-) -> None:
-    a = operator("--no-kafka", name="a")
-    b = operator("--no-kafka", name="b")
-    # kopf starts paused until the peering says it is the highest live priority; a newcomer with
-    # a higher priority pauses the current leader. Wait until both are in the peering, then settle.
-    wait_for(
-        "both operators in the peering",
-        lambda: (
-            len(
-                (try_get_json(kubectl, "kopfpeering", "baton-operator", "-n", namespace) or {}).get(
-                    "status", {}
-                )
-            )
-            == 2
-        ),
-    )
-
-    def leader_and_follower() -> tuple[OperatorProcess, OperatorProcess] | None:
-        acting = [
-            op
-            for op in (a, b)
-            if re.findall(r"(Resuming|Pausing) operations", op.text())[-1:] == ["Resuming"]
-        ]
-        return (acting[0], b if acting[0] is a else a) if len(acting) == 1 else None
-
-    time.sleep(1.5)
-    leader, follower = wait_for("exactly one operator active", leader_and_follower, timeout=30)
-
-    apply(kubectl, example_manifest(namespace))
-    _wait_converged(kubectl, namespace, "objects match the spec")
-    leader.wait_log(r"Handler 'on_change' succeeded", timeout=10)
-    assert follower.count(r"Handler 'on_change'") == 0
-    assert leader_and_follower() == (leader, follower)
-    peering = get_json(kubectl, "kopfpeering", "baton-operator", "-n", namespace)
-    assert len(peering.get("status", {})) == 2
-
-    leader.kill(signal.SIGKILL)  # no goodbye: the follower waits out the peering lifetime
-    apply(kubectl, example_manifest(namespace, replicas=2))
-    follower.wait_log(r"Resuming operations after the pause", timeout=40)
-    wait_for(
-        "follower applies the change",
-        lambda: (
-            get_json(kubectl, "statefulset", "click-counter-blue", "-n", namespace)["spec"]["replicas"] == 2
-        ),
-        timeout=40,
-    )
-    follower.wait_log(r"Handler 'on_change' succeeded", timeout=10)
-    assert (
-        json.loads(kubectl("get", "sapp", "click-counter", "-n", namespace, "-o", "json").stdout)["spec"][
-            "replicas"
-        ]
-        == 2
-    )

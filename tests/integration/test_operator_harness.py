@@ -20,12 +20,12 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
+from batondev.e2e import lease_args
 
 from tests.conftest import Kube
 
 REPO = Path(__file__).resolve().parents[2]
 CRD = REPO / "crds" / "streamapps.baton.dev.yaml"
-PEERING_CRDS = REPO / "baton" / "operator" / "manifests" / "peering-crds.yaml"
 EXAMPLE = REPO / "examples" / "click-counter.yaml"
 BATON = Path(sys.executable).parent / "baton"
 
@@ -46,16 +46,9 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60, ever
 
 
 def install_crds(kubectl: KubectlFn) -> None:
-    """Apply the StreamApp and kopf peering CRDs (idempotent) and wait until they are served."""
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD), "-f", str(PEERING_CRDS))
-    kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/streamapps.baton.dev",
-        "crd/kopfpeerings.kopf.dev",
-        "crd/clusterkopfpeerings.kopf.dev",
-    )
+    """Apply the StreamApp CRD (idempotent) and wait until it is served."""
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/streamapps.baton.dev")
 
 
 def service_account_kubeconfig(kubectl: KubectlFn, kube: Kube, namespace: str, sa: str, dest: Path) -> Path:
@@ -99,22 +92,27 @@ def apply(kubectl: KubectlFn, body: dict[str, Any]) -> None:
 
 def mark_pods_ready(kubectl: KubectlFn, namespace: str, selector: str, expect: int) -> list[str]:
     """Play kubelet: once ``expect`` Pods match, report each Running and Ready."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {
+        "phase": "Running",
+        "conditions": [
+            {"type": t, "status": "True", "lastTransitionTime": now}
+            for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+        ],
+    }
+    return report_pod_status(kubectl, namespace, selector, expect, status)
+
+
+def report_pod_status(
+    kubectl: KubectlFn, namespace: str, selector: str, expect: int, status: dict[str, Any]
+) -> list[str]:
+    """Play kubelet: once ``expect`` Pods match, merge ``status`` into each one's status."""
 
     def pods() -> list[str] | None:
         items = get_json(kubectl, "pods", "-n", namespace, "-l", selector)["items"]
         return [p["metadata"]["name"] for p in items] if len(items) >= expect else None
 
     names = wait_for(f"{expect} pods {selector}", pods)
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    status = {
-        "status": {
-            "phase": "Running",
-            "conditions": [
-                {"type": t, "status": "True", "lastTransitionTime": now}
-                for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
-            ],
-        }
-    }
     for name in names:
         kubectl(
             "patch",
@@ -125,7 +123,7 @@ def mark_pods_ready(kubectl: KubectlFn, namespace: str, selector: str, expect: i
             "--subresource=status",
             "--type=merge",
             "-p",
-            json.dumps(status),
+            json.dumps({"status": status}),
         )
     return names
 
@@ -150,12 +148,14 @@ def contains(live: Any, desired: Any, path: str = "") -> list[str]:
 class OperatorProcess:
     """`baton operator` as a subprocess, with its log in a file the test can read."""
 
-    def __init__(self, log: Path, namespace: str, kubeconfig: Path, *args: str) -> None:
+    def __init__(
+        self, log: Path, namespace: str, kubeconfig: Path, *args: str, env: dict[str, str] | None = None
+    ) -> None:
         self.log = log
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1", **(env or {})}
         self._out = log.open("ab")
         self.proc = subprocess.Popen(
-            [str(BATON), "operator", "-n", namespace, "--peering-lifetime", "6", *args],
+            [str(BATON), "operator", "-n", namespace, *lease_args(6), *args],
             stdout=self._out,
             stderr=subprocess.STDOUT,
             env=env,
@@ -182,11 +182,15 @@ class OperatorProcess:
         self._out.close()
 
 
+# kopf has talked to the API server (a leader, or --standalone), or a follower waits for the Lease
+STARTED = r"Initial authentication has finished|leader election: waiting for lease"
+
+
 def start_operator(
-    tmp_path: Path, namespace: str, kubeconfig: Path, name: str, *args: str
+    tmp_path: Path, namespace: str, kubeconfig: Path, name: str, *args: str, env: dict[str, str] | None = None
 ) -> OperatorProcess:
-    op = OperatorProcess(tmp_path / f"{name}.log", namespace, kubeconfig, *args)
-    op.wait_log(r"Initial authentication has finished", timeout=60)
+    op = OperatorProcess(tmp_path / f"{name}.log", namespace, kubeconfig, *args, env=env)
+    op.wait_log(STARTED, timeout=60)
     return op
 
 
@@ -199,8 +203,10 @@ def operators(
     """
     started: list[OperatorProcess] = []
 
-    def start(*args: str, name: str | None = None) -> OperatorProcess:
-        op = start_operator(tmp_path, namespace, kubeconfig, name or f"operator-{len(started)}", *args)
+    def start(*args: str, name: str | None = None, env: dict[str, str] | None = None) -> OperatorProcess:
+        op = start_operator(
+            tmp_path, namespace, kubeconfig, name or f"operator-{len(started)}", *args, env=env
+        )
         started.append(op)
         return op
 

@@ -50,7 +50,7 @@ def test_example_becomes_ready(
     wait_for("Ready=False", lambda: _condition(kubectl, namespace, "Ready") == "False")
     status = get_json(kubectl, "sapp", "click-counter", "-n", namespace)["status"]
     assert status["observedGeneration"] == 1
-    assert {c["type"] for c in status["conditions"]} == {"Ready", "Reconciling", "Stalled"}
+    assert {c["type"] for c in status["conditions"]} == {"Ready", "Reconciling", "Stalled", "StandbyReady"}
 
     for color in ("blue", "green"):
         sts = wait_for(

@@ -36,7 +36,6 @@ NEEDED = [
     ("create", "poddisruptionbudgets.policy"),
     ("create", "events"),
     ("create", "events.events.k8s.io"),
-    ("patch", "kopfpeerings.kopf.dev"),
     # the compactor Job's identity: a Role with get/patch of one app's status, and its binding
     ("create", "roles.rbac.authorization.k8s.io"),
     ("create", "rolebindings.rbac.authorization.k8s.io"),
@@ -155,6 +154,10 @@ def test_namespaced_operator_can_do_its_job_and_no_more(
             )
             == []
         )
+        # The leader-election Lease: in its own namespace only.
+        lease = [("get", "leases.coordination.k8s.io"), ("update", "leases.coordination.k8s.io")]
+        assert check(kubectl, sa, namespace, lease, want=True) == []
+        assert check(kubectl, sa, apps, lease, want=False) == []
         # A namespace it does not watch: nothing (its own release namespace included).
         unwatched = [("create", "statefulsets.apps"), ("patch", "streamapps.baton.dev/status")]
         assert check(kubectl, sa, namespace, unwatched, want=False) == []
@@ -182,7 +185,7 @@ def test_cluster_wide_operator_reads_no_secrets_anywhere(
     for ns in (namespace, "default", "kube-system"):
         assert check(kubectl, sa, ns, NEEDED, want=True) == []
         assert check(kubectl, sa, ns, [*NEVER, ("get", "secrets")], want=False) == []
-    assert (
-        check(kubectl, sa, None, [("patch", "clusterkopfpeerings.kopf.dev"), ("list", "namespaces")], True)
-        == []
-    )
+    assert check(kubectl, sa, None, [("list", "namespaces")], True) == []
+    lease = [("create", "leases.coordination.k8s.io"), ("update", "leases.coordination.k8s.io")]
+    assert check(kubectl, sa, namespace, lease, want=True) == []
+    assert check(kubectl, sa, "default", lease, want=False) == [], "Leases only in its own namespace"

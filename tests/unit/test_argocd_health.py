@@ -138,17 +138,24 @@ def _sts(app: StreamApp, color: str, ready: int) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("paused", "ready", "error", "want"),
     [
-        (False, 3, None, "Healthy"),
-        (False, 1, None, "Progressing"),
-        (False, 3, "StatefulSet is invalid", "Degraded"),
-        (True, 3, None, "Suspended"),
+        (False, (3, 3), None, "Healthy"),
+        (False, (1, 3), None, "Progressing"),
+        (False, (3, 1), None, "Healthy"),  # the standby's upgrade after a flip
+        (False, (3, 3), "StatefulSet is invalid", "Degraded"),
+        (False, (3, 0), "crash", "Degraded"),  # the standby crash-loops
+        (True, (3, 3), None, "Suspended"),
     ],
 )
 def test_health_of_statuses_the_operator_computes(
-    paused: bool, ready: int, error: str | None, want: str
+    paused: bool, ready: tuple[int, int], error: str | None, want: str
 ) -> None:
     app = _app(paused=paused)
-    observed = Observed(statefulsets={c: _sts(app, c, ready) for c in app.colors}, error=error)
+    failing = {"green": "Pod x-green-0 container worker CrashLoopBackOff"} if error == "crash" else {}
+    observed = Observed(
+        statefulsets={c: _sts(app, c, n) for c, n in zip(app.colors, ready, strict=True)},
+        error=None if error == "crash" else error,
+        failing=failing,  # type: ignore[arg-type]
+    )
     status = compute_status(app, observed, spec_hash(app.spec), now=datetime.datetime(2026, 11, 22))
     body = {
         "apiVersion": "baton.dev/v1alpha1",

@@ -111,18 +111,17 @@ def test_lint_strict_with_defaults_and_with_everything_on() -> None:
 
 
 def test_crds_are_the_repository_crds_not_copies() -> None:
-    """charts/baton/crds/ holds symlinks, so the chart cannot drift from crds/ and the peering CRDs."""
+    """charts/baton/crds/ holds a symlink, so the chart cannot drift from crds/."""
     links = {p.name: p for p in (CHART / "crds").iterdir()}
-    assert set(links) == {"streamapps.baton.dev.yaml", "kopf-peerings.yaml"}
+    assert set(links) == {"streamapps.baton.dev.yaml"}
     assert all(p.is_symlink() for p in links.values())
     assert links["streamapps.baton.dev.yaml"].resolve() == REPO / "crds" / "streamapps.baton.dev.yaml"
-    assert links["kopf-peerings.yaml"].resolve() == REPO / "baton/operator/manifests/peering-crds.yaml"
     # What helm actually ships is the same content: it follows the links.
     rendered = helm("template", "rel", str(CHART), "--include-crds").stdout
     shipped = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "CustomResourceDefinition"]
     root = [
         d
-        for path in ("crds/streamapps.baton.dev.yaml", "baton/operator/manifests/peering-crds.yaml")
+        for path in ("crds/streamapps.baton.dev.yaml",)
         for d in yaml.safe_load_all((REPO / path).read_text())
         if d
     ]
@@ -140,7 +139,12 @@ def test_default_install_is_cluster_wide_with_two_restricted_replicas() -> None:
     assert container["image"] == "ghcr.io/baton-dev/baton:0.1.0"
     args = container["args"]
     assert args[0] == "operator"
-    assert "--peering=rel-baton" in args and "--standalone" not in args
+    assert "--lease=rel-baton" in args and "--standalone" not in args
+    assert {"--lease-duration=15", "--renew-deadline=10", "--retry-period=2"} <= set(args)
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace", (
+        "the Lease lives in the release namespace"
+    )
     assert not any(a.startswith("--namespace") for a in args), "no namespace flag means all namespaces"
     assert "--liveness=http://0.0.0.0:8081/healthz" in args
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
@@ -165,8 +169,13 @@ def test_default_install_is_cluster_wide_with_two_restricted_replicas() -> None:
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "rel-baton", "namespace": "baton-system"}
     ]
-    assert one(objs, "ClusterKopfPeering", "rel-baton")
-    assert not find(objs, "Role") and not find(objs, "KopfPeering")
+    election = one(objs, "Role", "rel-baton-leader-election", "baton-system")
+    assert canonical(election["rules"]) == canonical(rbac.leader_election_rules())
+    assert (
+        one(objs, "RoleBinding", "rel-baton-leader-election", "baton-system")["subjects"]
+        == binding["subjects"]
+    )
+    assert [r["metadata"]["name"] for r in find(objs, "Role")] == ["rel-baton-leader-election"]
     for optional in ("ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap"):
         assert not find(objs, optional), f"{optional} is off by default"
 
@@ -180,13 +189,12 @@ def test_namespaced_install_grants_only_discovery_cluster_wide() -> None:
     assert canonical(cluster_role["rules"]) == canonical(builder["ClusterRole"]["rules"])
     assert all(v in ("list", "watch") for r in cluster_role["rules"] for v in r["verbs"])
     assert one(objs, "ClusterRoleBinding")["roleRef"]["name"] == cluster_role["metadata"]["name"]
-    assert not find(objs, "ClusterKopfPeering")
+    assert one(objs, "Role", "rel-baton-leader-election", "baton-system")
     for ns in ("apps", "apps-2"):
         role = one(objs, "Role", "rel-baton", ns)
         assert canonical(role["rules"]) == canonical(rbac.namespaced_rules())
         binding = one(objs, "RoleBinding", "rel-baton", ns)
         assert binding["subjects"][0]["namespace"] == "baton-system"
-        assert one(objs, "KopfPeering", "rel-baton", ns)
     args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert [a for a in args if a.startswith("--namespace=")] == ["--namespace=apps", "--namespace=apps-2"]
 
@@ -237,7 +245,8 @@ def test_overrides_reach_the_deployment() -> None:
             "image.tag": "9.9.9",
             "operator.replicas": "3",
             "operator.kafka": "false",
-            "operator.peering.name": "custom-peering",
+            "operator.leaderElection.leaseName": "custom-lease",
+            "operator.leaderElection.leaseDurationSeconds": "30",
             "operator.metricsPort": "9100",
             "podDisruptionBudget.enabled": "false",
             "serviceAccount.name": "baton-op",
@@ -248,8 +257,7 @@ def test_overrides_reach_the_deployment() -> None:
     assert dep["spec"]["replicas"] == 3
     assert pod["containers"][0]["image"].endswith(":9.9.9")
     assert "--no-kafka" in pod["containers"][0]["args"]
-    assert "--peering=custom-peering" in pod["containers"][0]["args"]
-    assert one(objs, "ClusterKopfPeering", "custom-peering")
+    assert {"--lease=custom-lease", "--lease-duration=30"} <= set(pod["containers"][0]["args"])
     assert pod["serviceAccountName"] == "baton-op"
     assert one(objs, "ServiceAccount", "baton-op")
     assert one(objs, "Service")["spec"]["ports"][0]["port"] == 9100

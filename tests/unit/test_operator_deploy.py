@@ -323,9 +323,28 @@ def test_a_view_of_the_old_assignment_never_promotes_the_new_one() -> None:
 def test_a_never_created_active_color_takes_the_current_spec() -> None:
     """A spec the cluster refused left no StatefulSet: the fixed spec goes to both colors."""
     gone = ColorView(False, exists=False)
-    p = step(stable(), 1, revision="r2", views={"blue": gone, "green": gone})
+    refused = step(None, 0, views={"blue": gone, "green": gone})
+    assert refused.record.created == ()
+    p = step(refused, 1, revision="r2", views={"blue": gone, "green": gone})
     assert p.record.colors == {"blue": Assignment("r2"), "green": Assignment("r2")}
     assert "DeployStarted" not in reasons(p)
+
+
+def test_a_deleted_active_color_is_recreated_at_its_own_revision_mid_deploy() -> None:
+    """Issue 18: deleting the active StatefulSet during a deploy must not promote the new spec
+    to it without the idle color's readiness gate and a flip (it would emit the new code's
+    output from a color nobody checked, and skip the flip's exactly-once hand-over)."""
+    p = step(stable(), 1, revision="r2", views={"blue": READY, "green": NOT_READY})
+    assert p.record.created == ("blue", "green") and p.record.target == "green"
+    gone = ColorView(False, exists=False)
+    p = step(p, 2, revision="r2", views={"blue": gone, "green": NOT_READY})
+    assert p.record.colors["blue"] == Assignment("r1"), "the active color keeps its revision"
+    assert p.record.colors["green"] == Assignment("r2") and p.record.target == "green"
+    assert p.active == "blue" and p.flip is None
+    # once green is ready and blue is back, the deploy goes on through a flip as usual
+    up = UP.model_copy(update={"promotion_stable_seconds": 0})
+    p = step(p, 3, revision="r2", upgrade=up, views={"blue": READY, "green": READY})
+    assert p.flip == "green"
 
 
 def replace_view(view: ColorView, assignment: Assignment) -> ColorView:

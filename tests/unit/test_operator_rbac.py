@@ -32,15 +32,22 @@ def test_can_manage_every_kind_it_builds() -> None:
             assert _allows(rules, group, resource, verb), (obj["kind"], verb)
 
 
-def test_streamapp_status_events_and_peering() -> None:
+def test_streamapp_status_events_and_the_lease() -> None:
     rules = operator_rules()
     assert _allows(rules, "baton.dev", "streamapps", "watch")
     assert _allows(rules, "baton.dev", "streamapps/status", "patch")
     assert _allows(rules, "baton.dev", "streamapps/finalizers", "update")
     assert _allows(rules, "", "events", "create")
-    assert _allows(rules, "kopf.dev", "clusterkopfpeerings", "patch")
-    assert _allows(rules, "kopf.dev", "kopfpeerings", "patch")
-    assert not _allows(operator_rules(clusterwide=False), "kopf.dev", "clusterkopfpeerings", "patch")
+    assert not any("kopf.dev" in r["apiGroups"] for r in rules), "kopf's peering is not used"
+    assert not _allows(rules, "coordination.k8s.io", "leases", "update"), "leases only in its namespace"
+    for clusterwide in (True, False):
+        objs = rbac_objects("baton-operator", "baton-system", clusterwide=clusterwide)
+        (role,) = [
+            o for o in objs if o["kind"] == "Role" and o["metadata"]["name"].endswith("-leader-election")
+        ]
+        assert role["metadata"]["namespace"] == "baton-system"
+        for verb in ("get", "create", "update"):
+            assert _allows(role["rules"], "coordination.k8s.io", "leases", verb)
 
 
 def test_least_privilege() -> None:
@@ -58,7 +65,8 @@ def test_least_privilege() -> None:
 
 
 def test_rbac_objects_bind_the_service_account() -> None:
-    sa, role, binding = rbac_objects("baton-operator", "baton-system")
+    sa, role, binding, lease_role, lease_binding = rbac_objects("baton-operator", "baton-system")
+    assert (lease_role["kind"], lease_binding["kind"]) == ("Role", "RoleBinding")
     assert sa["metadata"] == {
         "name": "baton-operator",
         "namespace": "baton-system",
@@ -68,7 +76,7 @@ def test_rbac_objects_bind_the_service_account() -> None:
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "baton-operator", "namespace": "baton-system"}
     ]
-    _, ns_role, ns_binding, discovery, _ = rbac_objects("op", "team-a", clusterwide=False)
+    _, ns_role, ns_binding, discovery, *_ = rbac_objects("op", "team-a", clusterwide=False)
     assert ns_role["kind"] == "Role" and ns_role["metadata"]["namespace"] == "team-a"
     assert ns_binding["roleRef"]["kind"] == "Role"
     assert discovery["kind"] == "ClusterRole"

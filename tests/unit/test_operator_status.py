@@ -16,6 +16,7 @@ from baton.operator.status import (
     color_readiness,
     compute_status,
     not_understood_status,
+    pods_failing,
     spec_problems,
 )
 from tests.unit.test_operator_samples import app, example_body
@@ -56,11 +57,20 @@ def conditions(status: dict[str, Any]) -> dict[str, str]:
     return {c["type"]: c["status"] for c in status["conditions"]}
 
 
+def by_type(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in status["conditions"]}
+
+
 def test_ready_false_from_the_first_reconcile() -> None:
     status = compute_status(
         app(), Observed(statefulsets={"blue": None, "green": None}), spec_hash(app().spec)
     )
-    assert conditions(status) == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
+    assert conditions(status) == {
+        "Ready": "False",
+        "Reconciling": "True",
+        "Stalled": "False",
+        "StandbyReady": "False",
+    }
     assert status["phase"] == "Pending"
     assert status["observedGeneration"] == 3
     assert all(c["observedGeneration"] == 3 for c in status["conditions"])
@@ -69,7 +79,12 @@ def test_ready_false_from_the_first_reconcile() -> None:
 def test_ready_when_every_color_is_rolled_out() -> None:
     observed = Observed(statefulsets={"blue": sts(3), "green": sts(3)}, lag={"blue": 12, "green": 40})
     status = compute_status(app(), observed, spec_hash(app().spec))
-    assert conditions(status) == {"Ready": "True", "Reconciling": "False", "Stalled": "False"}
+    assert conditions(status) == {
+        "Ready": "True",
+        "Reconciling": "False",
+        "Stalled": "False",
+        "StandbyReady": "True",
+    }
     assert status["phase"] == "Stable"
     assert status["activeColor"] == "blue"
     assert status["replicas"] == 3 and status["readyReplicas"] == 3
@@ -79,12 +94,108 @@ def test_ready_when_every_color_is_rolled_out() -> None:
     assert status["colors"]["green"]["applicationId"] == "click-counter-green"
 
 
-def test_not_ready_while_one_color_is_behind() -> None:
+def test_ready_follows_the_active_color_and_the_idle_one_is_standby_ready() -> None:
+    """Issue 18: the standby upgrade after a flip must not turn the app not-Ready."""
     observed = Observed(statefulsets={"blue": sts(3), "green": sts(2)})
     status = compute_status(app(), observed, spec_hash(app().spec))
-    assert conditions(status)["Ready"] == "False"
-    assert status["phase"] == "Deploying"
-    assert "green: 2/3 Pods ready" in status["message"]
+    assert conditions(status) == {
+        "Ready": "True",
+        "Reconciling": "False",
+        "Stalled": "False",
+        "StandbyReady": "False",
+    }
+    standby = by_type(status)["StandbyReady"]
+    assert (standby["reason"], standby["message"]) == ("NotReady", "green: 2/3 Pods ready")
+    assert status["phase"] == "Stable"
+
+    observed = Observed(statefulsets={"blue": sts(2), "green": sts(3)})
+    status = compute_status(app(), observed, spec_hash(app().spec))
+    assert conditions(status)["Ready"] == "False" and conditions(status)["StandbyReady"] == "True"
+    assert status["phase"] == "Deploying" and "blue: 2/3 Pods ready" in status["message"]
+
+
+def crash_looping_pod(name: str, reason: str = "CrashLoopBackOff") -> dict[str, Any]:
+    """A Pod as the kubelet reports one whose worker exits at start (abridged from a real one)."""
+    return {
+        "metadata": {"name": name},
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {
+                    "name": "worker",
+                    "ready": False,
+                    "restartCount": 4,
+                    "state": {"waiting": {"reason": reason, "message": "back-off 1m20s restarting"}},
+                    "lastState": {
+                        "terminated": {
+                            "exitCode": 2,
+                            "reason": "Error",
+                            "message": "baton: error: topology module 'app' not found\n",
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def test_pods_failing_names_the_pod_reason_restarts_and_last_exit() -> None:
+    healthy = {
+        "metadata": {"name": "x-blue-0"},
+        "status": {"containerStatuses": [{"name": "worker", "state": {"running": {}}}]},
+    }
+    starting = {
+        "metadata": {"name": "x-blue-1"},
+        "status": {
+            "containerStatuses": [{"name": "worker", "state": {"waiting": {"reason": "ContainerCreating"}}}]
+        },
+    }
+    assert pods_failing([healthy, starting]) is None
+    why = pods_failing([healthy, crash_looping_pod("x-green-1"), crash_looping_pod("x-green-0")])
+    assert why == (
+        "Pod x-green-0 container worker CrashLoopBackOff (restarts 4), exit code 2: "
+        "baton: error: topology module 'app' not found; "
+        "Pod x-green-1 container worker CrashLoopBackOff (restarts 4), exit code 2: "
+        "baton: error: topology module 'app' not found"
+    )
+    pulling = crash_looping_pod("x-green-2", "ImagePullBackOff")
+    pulling["status"]["containerStatuses"][0]["lastState"] = {}
+    assert pods_failing([pulling]) == (
+        "Pod x-green-2 container worker ImagePullBackOff (restarts 4), back-off 1m20s restarting"
+    )
+
+
+def test_a_crash_looping_idle_color_is_stalled_while_the_active_one_stays_ready() -> None:
+    """Issue 18: Argo CD shows Degraded with the reason, not Progressing forever."""
+    why = "Pod click-counter-green-0 container worker CrashLoopBackOff (restarts 4), exit code 2: boom"
+    observed = Observed(statefulsets={"blue": sts(3), "green": sts(2)}, failing={"green": why})
+    status = compute_status(app(), observed, spec_hash(app().spec))
+    assert conditions(status) == {
+        "Ready": "True",
+        "Reconciling": "False",
+        "Stalled": "True",
+        "StandbyReady": "False",
+    }
+    assert by_type(status)["Stalled"]["reason"] == "PodsFailing"
+    assert status["message"] == f"Pods failing: green (standby): {why}"
+    assert by_type(status)["StandbyReady"]["reason"] == "PodsFailing"
+
+    active = Observed(statefulsets={"blue": sts(2), "green": sts(3)}, failing={"blue": why})
+    status = compute_status(app(), active, spec_hash(app().spec))
+    assert conditions(status)["Ready"] == "False" and conditions(status)["Stalled"] == "True"
+    assert status["message"] == f"Pods failing: blue: {why}"
+
+
+def test_one_color_has_no_standby_to_wait_for() -> None:
+    rolling = app(upgrade={"strategy": "Rolling"})
+    status = compute_status(rolling, Observed(statefulsets={"blue": sts(3)}), spec_hash(rolling.spec))
+    assert conditions(status) == {
+        "Ready": "True",
+        "Reconciling": "False",
+        "Stalled": "False",
+        "StandbyReady": "True",
+    }
+    assert by_type(status)["StandbyReady"]["reason"] == "NoStandbyColor"
 
 
 @pytest.mark.parametrize(
@@ -105,7 +216,12 @@ def test_color_readiness_reasons(state: dict[str, Any], reason: str) -> None:
 def test_stalled_on_a_refused_spec() -> None:
     observed = Observed(statefulsets={"blue": sts(3), "green": sts(3)}, error="StatefulSet x refused: bad")
     status = compute_status(app(), observed, spec_hash(app().spec))
-    assert conditions(status) == {"Ready": "False", "Reconciling": "False", "Stalled": "True"}
+    assert conditions(status) | {"StandbyReady": "?"} == {
+        "Ready": "False",
+        "Reconciling": "False",
+        "Stalled": "True",
+        "StandbyReady": "?",
+    }
     assert status["phase"] == "Stalled"
     assert status["message"] == "StatefulSet x refused: bad"
 

@@ -39,8 +39,8 @@ app.kubernetes.io/component: operator
 {{- end }}
 {{- end }}
 
-{{- define "baton.peeringName" -}}
-{{- default (include "baton.fullname" .) .Values.operator.peering.name }}
+{{- define "baton.leaseName" -}}
+{{- default (include "baton.fullname" .) .Values.operator.leaderElection.leaseName }}
 {{- end }}
 
 {{- define "baton.image" -}}
@@ -96,14 +96,11 @@ baton/operator/rbac.py namespaced_rules(): tests/unit/test_chart_rbac.py compare
 - apiGroups: ["", "events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
-- apiGroups: ["kopf.dev"]
-  resources: ["kopfpeerings"]
-  verbs: ["get", "list", "watch", "create", "patch"]
 {{- end }}
 
 {{/*
 Cluster-scoped reads kopf makes even when it watches only some namespaces (it follows
-namespaces and CRDs): baton/operator/rbac.py cluster_rules() without the peering rule.
+namespaces and CRDs): baton/operator/rbac.py cluster_rules().
 */}}
 {{- define "baton.discoveryRules" -}}
 - apiGroups: [""]
@@ -114,10 +111,9 @@ namespaces and CRDs): baton/operator/rbac.py cluster_rules() without the peering
   verbs: ["list", "watch"]
 {{- end }}
 
-{{/* Extra rules of a cluster-wide operator: baton/operator/rbac.py cluster_rules(). */}}
-{{- define "baton.clusterRules" -}}
-{{ include "baton.discoveryRules" . }}
-- apiGroups: ["kopf.dev"]
-  resources: ["clusterkopfpeerings"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+{{/* The leader-election Lease, in the release namespace: baton/operator/rbac.py leader_election_rules(). */}}
+{{- define "baton.leaderElectionRules" -}}
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "create", "update"]
 {{- end }}

@@ -1,8 +1,10 @@
 -- Argo CD health of a baton.dev StreamApp (kstatus conditions written by the Baton operator).
 --   Suspended   spec.paused: the operator leaves the app alone until resumed
 --   Progressing no status yet, an older generation observed, or a deploy/flip under way
---   Degraded    Stalled=True (a spec the cluster refused, an abandoned deploy), or not Ready at rest
---   Healthy     Ready=True for the current generation
+--   Degraded    Stalled=True (a spec the cluster refused, an abandoned deploy, Pods crash-looping
+--               or unable to pull their image in either color), or not Ready at rest
+--   Healthy     Ready=True for the current generation: the active color serves it. The idle
+--               color's own health (StandbyReady) is in the message while it is not ready.
 --   Unknown     a status this script does not understand (a newer operator?)
 local hs = {}
 
@@ -71,6 +73,10 @@ if ready ~= nil and ready.status == "True" then
   local active = status.activeColor or "?"
   hs.message = "Active color " .. active .. ", " .. tostring(status.readyReplicas or 0) .. "/" ..
     tostring(status.replicas or 0) .. " ready"
+  local standby = condition(status, "StandbyReady")
+  if standby ~= nil and standby.status == "False" then
+    hs.message = with_message(hs.message .. "; standby ", standby, "not ready")
+  end
   return hs
 end
 if ready ~= nil and ready.status == "False" then

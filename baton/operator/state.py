@@ -1,0 +1,93 @@
+"""Everything the operator keeps between passes, in one object that kopf's memo holds.
+
+Why one object and not module globals: the state has an owner with a lifetime (created at
+start-up, closed at shutdown, an app's part dropped when the app is deleted), tests can make
+as many as they like, and nothing leaks from one operator run into the next in one process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
+from baton.operator.deploy import FlipOutcome
+from baton.operator.kube import Kube
+
+# A flip that just ended, handed from the thread that ran it to the next pass of its app:
+# (outcome, the status.lastFlip it produced, seconds it took).
+FlipResult = tuple[FlipOutcome, dict[str, Any], float]
+
+
+@dataclass
+class OperatorState:
+    """The operator's memory: its API connection and cache, its threads and per-app clients."""
+
+    kube: Kube
+    kafka: bool = True  # manage topics, read lag and the control topic (off: --no-kafka)
+    compactor_image: str = DEFAULT_COMPACTOR_IMAGE
+    # Passes block (Kafka reads, a flip waits for its workers): they run here, never in kopf's
+    # event loop, and at most this many at once however many apps there are.
+    workers: int = 16
+    executor: ThreadPoolExecutor = field(init=False)
+    _guard: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _locks: dict[str, threading.Lock] = field(default_factory=dict, init=False)
+    # One Kafka AdminClient per app and client config: each owns threads and connections.
+    _admins: dict[str, tuple[str, Any]] = field(default_factory=dict, init=False)
+    _flips: dict[str, FlipResult] = field(default_factory=dict, init=False)
+    _flipping: set[str] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
+        self.executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="pass")
+
+    def lock(self, app: str) -> threading.Lock:
+        """The lock that serialises passes of one app (``namespace/name``)."""
+        with self._guard:
+            return self._locks.setdefault(app, threading.Lock())
+
+    def admin(self, app: str, fingerprint: str, make: Callable[[], Any]) -> Any:
+        """The app's AdminClient for this client config; a new one when the config changed."""
+        with self._guard:
+            cached = self._admins.get(app)
+            if cached is None or cached[0] != fingerprint:
+                self._admins[app] = cached = (fingerprint, make())
+            return cached[1]
+
+    def start_flip(self, app: str) -> bool:
+        """False when a flip of ``app`` is already running in this process."""
+        with self._guard:
+            if app in self._flipping:
+                return False
+            self._flipping.add(app)
+            return True
+
+    def end_flip(self, app: str, result: FlipResult | None) -> None:
+        with self._guard:
+            self._flipping.discard(app)
+            if result is not None:
+                self._flips[app] = result
+
+    def flip_running(self, app: str) -> bool:
+        with self._guard:
+            return app in self._flipping
+
+    def take_flip(self, app: str) -> FlipResult | None:
+        """The result of the flip that just ended, once (the next pass records it)."""
+        with self._guard:
+            return self._flips.pop(app, None)
+
+    def forget(self, app: str) -> None:
+        """The app was deleted: drop its lock, client and results (the client's threads end
+        with its last reference)."""
+        with self._guard:
+            self._locks.pop(app, None)
+            self._admins.pop(app, None)
+            self._flips.pop(app, None)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        with self._guard:
+            self._admins.clear()
