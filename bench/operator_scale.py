@@ -8,8 +8,9 @@ Needs the local stack (`dev/stack up kube`). For each size, in a fresh namespace
 1 replica per color). kube-controller-manager creates their StatefulSets' Pods and claims
 (no node runs them: they stay Pending, which is all the operator needs to see).
 
-* **requests/s at rest**: once every app has been reconciled and one whole deploy-loop
-  period (30 s) has passed, the API server's own audit log (`dev/stack` turns it on) is
+* **requests/s at rest**: once every app has been reconciled, its Pods reported Ready (the
+  bench plays kubelet) and every app is Stable, and one whole deploy-loop period (30 s) has
+  passed, the API server's own audit log (`dev/stack` turns it on) is
   counted over ``--window`` seconds, grouped by user agent: the operator's Kubernetes client
   (`baton-operator/<version>`) and kopf's watches (`kopf/<version>`). Watches are one
   long-lived request each; what grows with the app count is polling.
@@ -38,11 +39,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from batondev import audit, kube
-from batondev.e2e import Kubectl, install_crds, wait_until
 from kubernetes import client, config, watch
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "dev"))
+
+from batondev import audit, kube  # noqa: E402
+from batondev.e2e import Kubectl, install_crds, wait_until  # noqa: E402
+
 EXAMPLE = REPO / "examples" / "click-counter.yaml"
 SPEC_HASH = "baton.dev/spec-hash"
 
@@ -105,6 +109,37 @@ def audit_requests(since: float, until: float, namespace: str) -> dict[str, Any]
     }
 
 
+def mark_pods_ready(namespace: str, expect: int) -> None:
+    """Play kubelet for the apps' Pods (no node runs them): Running and Ready, so every app
+    reaches Stable and its deploy loop looks every 30 s, as in a healthy fleet."""
+    core = client.CoreV1Api()
+
+    def pods() -> list[str] | None:
+        items = core.list_namespaced_pod(
+            namespace, label_selector="app.kubernetes.io/managed-by=baton-operator"
+        ).items
+        return [str(p.metadata.name) for p in items if p.metadata] if len(items) >= expect else None
+
+    names = wait_until(f"{expect} Pods", pods, 900, every=2)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    ready = {
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": t, "status": "True", "lastTransitionTime": now}
+                for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+            ],
+        }
+    }
+    for name in names:
+        core.patch_namespaced_pod_status(name, namespace, ready)
+
+
+def stable(kubectl: Kubectl, namespace: str, count: int) -> bool:
+    items = (kubectl.get("sapp", "-n", namespace) or {}).get("items", [])
+    return sum(1 for a in items if (a.get("status") or {}).get("phase") == "Stable") >= count
+
+
 def reconciled(kubectl: Kubectl, namespace: str, count: int) -> bool:
     items = (kubectl.get("sapp", "-n", namespace) or {}).get("items", [])
     done = [
@@ -163,6 +198,8 @@ def run_size(  # noqa: PLR0917 (one value per dimension of the bench)
             kubectl.apply({"apiVersion": "v1", "kind": "List", "items": items})
         wait_until(f"{size} apps reconciled", lambda: reconciled(kubectl, namespace, size), 1800, every=2)
         converge = time.monotonic() - started
+        mark_pods_ready(namespace, 2 * size)
+        wait_until(f"{size} apps Stable", lambda: stable(kubectl, namespace, size), 900, every=2)
         time.sleep(35)  # one whole deploy-loop period: every app's periodic pass has run
         since = time.time()
         time.sleep(window)
@@ -174,7 +211,22 @@ def run_size(  # noqa: PLR0917 (one value per dimension of the bench)
             spec_change_latency(kubectl, namespace, names[(i * 7) % size], i) for i in range(changes)
         ]
     finally:
+        # the apps go while the operator runs: kopf's finalizers need it
+        kubectl("delete", "sapp", "--all", "-n", namespace, "--timeout=900s", check=False, timeout=960)
         op.stop()
+        # no kubelet confirms a graceful Pod deletion here: without --force the namespace
+        # would stay Terminating for ever
+        kubectl(
+            "delete",
+            "pods",
+            "--all",
+            "-n",
+            namespace,
+            "--force",
+            "--grace-period=0",
+            check=False,
+            timeout=600,
+        )
         kubectl("delete", "namespace", namespace, "--wait=false", check=False)
     return {
         "apps": size,

@@ -398,7 +398,12 @@ def _progress(s: _Step) -> None:
     stable = ready_since is not None and inp.now - ready_since >= up.promotion_stable_seconds
     started = rec.started_at if rec.started_at is not None else inp.now
     s.rec = rec = rec.with_(ready_since=ready_since, started_at=started)
-    s.soon()
+    if view.ready:
+        s.soon()  # lag and the stable period are polled
+    else:
+        # readiness arrives as a StatefulSet event, which wakes the loop (no polling of
+        # hundreds of deploying apps): look again by the promotion timeout at the latest
+        s.soon(up.promotion_timeout_seconds - (inp.now - started))
     if not stable and inp.now - started >= up.promotion_timeout_seconds:
         why = _why_not_ready(view, up.max_lag_to_promote) if ready_since is None else "not stable long enough"
         reason = f"{idle} not ready and caught up within promotionTimeoutSeconds ({up.promotion_timeout_seconds}s): {why}"
@@ -470,7 +475,7 @@ def _rolling(s: _Step) -> None:
     else:
         s.rec = rec.with_(phase="Deploying")
         s.message = f"rolling revision {rec.revision} out to {color}: {view.message}"
-        s.soon()
+        s.soon(inp.upgrade.promotion_timeout_seconds - (inp.now - started))  # else events wake it
 
 
 def _finish(s: _Step) -> Plan:
@@ -492,15 +497,14 @@ def _finish(s: _Step) -> Plan:
         # upgrade or failure is the status's StandbyReady condition, not a deploy.
         active_view = inp.views.get(s.active, ColorView(False))
         idle_views = {c: inp.views.get(c, ColorView(False)) for c in inp.colors if c != s.active}
+        # (no fast requeue for a color that is not ready: its StatefulSet's events wake the loop)
         if not active_view.ready:
             phase = "Deploying"
             message = message or f"{s.active}: {active_view.message}"
-            s.soon()
         elif any(not v.ready for v in idle_views.values()):
             message = message or f"{s.active} active; " + "; ".join(
                 f"{c} (standby): {v.message}" for c, v in idle_views.items() if not v.ready
             )
-            s.soon()
     roll = len(inp.colors) == 1 and rec.target is not None and not rec.abandoned
     if inp.promote and (rec.target is None or len(inp.colors) == 1):
         s.clear.append(ANNOTATION_PROMOTE)  # nothing to promote

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from baton.control.channel import ControlReader
 from baton.control.coordinator import FlipResult, fold
 from baton.control.coordinator import flip as run_flip
-from baton.control.messages import tp_str
+from baton.control.messages import Message, tp_str
 from baton.operator.constants import Color
 from baton.operator.deploy import FlipOutcome
 
@@ -45,13 +46,47 @@ def client_extra(admin_config: dict[str, Any]) -> dict[str, str]:
 
 
 def read_state(bootstrap: str, topic: str, extra: dict[str, str], timeout_s: float = 10.0) -> ControlState:
-    """The emission rule in force, from the control topic (blue, epoch 0 when it is empty)."""
+    """The emission rule in force, from the control topic (blue, epoch 0 when it is empty),
+    with a consumer of its own (after a failed flip; passes use a :class:`ControlFollower`)."""
     reader = ControlReader(bootstrap, topic, extra)
     try:
-        gate = fold(reader.read_to_end(timeout_s))
+        return state_of(reader.read_to_end(timeout_s))
     finally:
         reader.close()
+
+
+def state_of(messages: list[Message]) -> ControlState:
+    gate = fold(messages)
     return ControlState(gate.state.active, gate.state.epoch, tuple(tp_str(tp) for tp in gate.undrained()))
+
+
+class ControlFollower:
+    """One app's control topic, followed by one long-lived consumer across passes.
+
+    A pass used to open a consumer, read the topic from its beginning and close it: a
+    connection, a metadata request and a full read per app every 30 s. This keeps the
+    consumer and what it has read; a pass asks the broker for the end offset and reads only
+    what is new. Folding everything read since the start is what a fresh read from the
+    beginning folds (compaction only drops records a later one supersedes).
+    """
+
+    def __init__(self, bootstrap: str, topic: str, extra: dict[str, str]) -> None:
+        self.key = (bootstrap, topic, tuple(sorted(extra.items())))
+        self._reader = ControlReader(bootstrap, topic, extra)
+        self._messages: list[Message] = []
+        self._lock = threading.Lock()
+
+    def state(self, timeout_s: float = 10.0) -> ControlState:
+        with self._lock:
+            if not self._reader.caught_up:
+                self._messages.extend(self._reader.read_to_end(timeout_s))
+            else:
+                self._messages.extend(self._reader.catch_up(timeout_s))
+            return state_of(self._messages)
+
+    def close(self) -> None:
+        with self._lock:
+            self._reader.close()
 
 
 def flip(

@@ -30,6 +30,7 @@ from baton.operator.deploy import ANNOTATION_PROMOTE, ANNOTATION_ROLLBACK
 from baton.operator.kube import MANAGED_KINDS, Kube
 from baton.operator.metrics import METRICS
 from baton.operator.state import OperatorState
+from baton.operator.status import pods_failing
 from baton.operator.topics import KafkaUnavailableError
 
 
@@ -63,8 +64,8 @@ CACHED_KINDS = (*MANAGED_KINDS, ("v1", "Pod"), (API_VERSION, KIND))
 
 
 def _register_cache_feeds() -> None:
-    """One watch per owned kind and for Pods (StatefulSets and StreamApps have handlers of their own)."""
-    for api_version, kind in (*MANAGED_KINDS, ("v1", "Pod")):
+    """One watch per owned kind (StatefulSets, Pods and StreamApps have handlers of their own)."""
+    for api_version, kind in MANAGED_KINDS:
         if kind == "StatefulSet":
             continue
         group, _, version = api_version.rpartition("/")
@@ -73,6 +74,17 @@ def _register_cache_feeds() -> None:
             _feed(memo, body, type)
 
         kopf.on.event(group=group, version=version, kind=kind, id=f"cache-{kind}")(feed)
+
+
+@kopf.on.event("", "v1", "pods", id="cache-Pod", labels={LABEL_APP: kopf.PRESENT})
+async def on_pod(
+    *, memo: kopf.Memo, body: kopf.Body, namespace: str | None, type: str | None, **_: Any
+) -> None:
+    """Cache the workers' Pods; one that cannot start wakes its app (status: PodsFailing)."""
+    _feed(memo, body, type)
+    app = (body.get("metadata", {}).get("labels") or {}).get(LABEL_APP)
+    if app and type != "DELETED" and pods_failing([dict(body)]) is not None:
+        _state(memo).wake(f"{namespace}/{app}")
 
 
 _register_cache_feeds()
@@ -167,6 +179,12 @@ async def deploy_loop(
     """
     assert namespace is not None, "StreamApp is namespaced"
     wake = _wake(memo)
+    loop = asyncio.get_running_loop()
+
+    def wake_now() -> None:
+        loop.call_soon_threadsafe(wake.set)
+
+    _state(memo).on_wake(f"{namespace}/{name}", wake_now)
     await asyncio.sleep(0.5)
     while not stopped:
         wake.clear()
@@ -188,6 +206,7 @@ async def deploy_loop(
             delay = outcome.requeue_after
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), timeout=delay)
+    _state(memo).on_wake(f"{namespace}/{name}", None)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
@@ -281,8 +300,11 @@ def on_statefulset(*, memo: kopf.Memo, body: kopf.Body, namespace: str | None, t
         return
     if type == "DELETED":  # someone deleted it: recreate
         rec.reconcile(_state(memo), namespace, owner, _events, kafka=False)
-    else:
-        rec.refresh_status(_state(memo), namespace, owner, _events)
+        return
+    rec.refresh_status(_state(memo), namespace, owner, _events)
+    status, want = body.get("status") or {}, (body.get("spec") or {}).get("replicas", 0)
+    if status.get("readyReplicas", 0) == status.get("updatedReplicas", 0) == want:
+        _state(memo).wake(f"{namespace}/{owner}")  # rolled out: the deploy loop reads lag, rolls on
 
 
 def _delete_topics_policy(*, spec: kopf.Spec, **_: Any) -> bool:

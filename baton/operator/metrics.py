@@ -106,6 +106,19 @@ class OperatorMetrics:
             ["namespace", "name"],
             registry=r,
         )
+        self.app_stalled = Gauge(
+            "baton_operator_app_stalled",
+            "1 when the StreamApp's Stalled condition is True (status.message says why: a refused spec, "
+            "an abandoned deploy, Pods crash-looping or unable to pull their image)",
+            ["namespace", "name"],
+            registry=r,
+        )
+        self.app_standby_ready = Gauge(
+            "baton_operator_app_standby_ready",
+            "1 when the idle color runs its revision with every Pod ready (StandbyReady)",
+            ["namespace", "name"],
+            registry=r,
+        )
         self.app_lag = Gauge(
             "baton_operator_app_lag",
             "Consumer lag of the active color, as the operator last read it",
@@ -170,10 +183,10 @@ class OperatorMetrics:
         phase = str(status.get("phase") or "Pending")
         for known in {*PHASES, phase}:
             self.app_phase.labels(namespace, name, known).set(1 if known == phase else 0)
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
-        )
-        self.app_ready.labels(namespace, name).set(1 if ready else 0)
+        true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+        self.app_ready.labels(namespace, name).set(1 if "Ready" in true else 0)
+        self.app_stalled.labels(namespace, name).set(1 if "Stalled" in true else 0)
+        self.app_standby_ready.labels(namespace, name).set(1 if "StandbyReady" in true else 0)
         if status.get("lag") is not None:
             self.app_lag.labels(namespace, name).set(float(status["lag"]))
 
@@ -197,6 +210,8 @@ class OperatorMetrics:
         for gauge in (
             self.app_phase,
             self.app_ready,
+            self.app_stalled,
+            self.app_standby_ready,
             self.app_lag,
             self.compaction_findings,
             self.compaction_lag,

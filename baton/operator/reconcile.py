@@ -140,7 +140,8 @@ def _observe_kafka(
                 lag[app_id] = value
         standbys = _coverage(config, app_ids)
         if app.spec.upgrade.strategy == "BlueGreen":
-            control = flips.read_state(app.spec.kafka.bootstrap_servers, app.control_topic, extra)
+            key = f"{app.namespace}/{app.name}"
+            control = state.control_state(key, app.spec.kafka.bootstrap_servers, app.control_topic, extra)
     except topics.KafkaUnavailableError as exc:
         result["message"] = f"Kafka: {exc}"
     except Exception as exc:

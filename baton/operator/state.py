@@ -15,6 +15,7 @@ from typing import Any
 
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
 from baton.operator.deploy import FlipOutcome
+from baton.operator.flips import ControlFollower, ControlState
 from baton.operator.kube import Kube
 
 # A flip that just ended, handed from the thread that ran it to the next pass of its app:
@@ -24,7 +25,8 @@ FlipResult = tuple[FlipOutcome, dict[str, Any], float]
 
 @dataclass
 class OperatorState:
-    """The operator's memory: its API connection and cache, its threads and per-app clients."""
+    """The operator's memory: its API connection and cache, its threads and per-app clients
+    (a Kafka AdminClient and a control topic follower per app)."""
 
     kube: Kube
     kafka: bool = True  # manage topics, read lag and the control topic (off: --no-kafka)
@@ -39,6 +41,9 @@ class OperatorState:
     _admins: dict[str, tuple[str, Any]] = field(default_factory=dict, init=False)
     _flips: dict[str, FlipResult] = field(default_factory=dict, init=False)
     _flipping: set[str] = field(default_factory=set, init=False)
+    _followers: dict[str, ControlFollower] = field(default_factory=dict, init=False)
+    # each app's deploy loop: how to wake it from another thread (a StatefulSet became ready)
+    _wakers: dict[str, Callable[[], None]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="pass")
@@ -55,6 +60,41 @@ class OperatorState:
             if cached is None or cached[0] != fingerprint:
                 self._admins[app] = cached = (fingerprint, make())
             return cached[1]
+
+    def control_state(self, app: str, bootstrap: str, topic: str, extra: dict[str, str]) -> ControlState:
+        """Who is active for ``app``, from its long-lived control topic follower (one per app;
+        a new one when the app's Kafka settings changed, or after the old one failed)."""
+        key = (bootstrap, topic, tuple(sorted(extra.items())))
+        with self._guard:
+            follower = self._followers.get(app)
+            if follower is not None and follower.key != key:
+                follower.close()
+                follower = None
+            if follower is None:
+                follower = self._followers[app] = ControlFollower(bootstrap, topic, extra)
+        try:
+            return follower.state()
+        except Exception:
+            with self._guard:
+                if self._followers.get(app) is follower:
+                    del self._followers[app]
+            follower.close()
+            raise
+
+    def on_wake(self, app: str, wake: Callable[[], None] | None) -> None:
+        """Register (or, with None, drop) how to wake ``app``'s deploy loop."""
+        with self._guard:
+            if wake is None:
+                self._wakers.pop(app, None)
+            else:
+                self._wakers[app] = wake
+
+    def wake(self, app: str) -> None:
+        """Have ``app``'s deploy loop look now instead of at its next requeue."""
+        with self._guard:
+            wake = self._wakers.get(app)
+        if wake is not None:
+            wake()
 
     def start_flip(self, app: str) -> bool:
         """False when a flip of ``app`` is already running in this process."""
@@ -86,8 +126,14 @@ class OperatorState:
             self._locks.pop(app, None)
             self._admins.pop(app, None)
             self._flips.pop(app, None)
+            follower = self._followers.pop(app, None)
+        if follower is not None:
+            follower.close()
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
         with self._guard:
             self._admins.clear()
+            followers, self._followers = list(self._followers.values()), {}
+        for follower in followers:
+            follower.close()

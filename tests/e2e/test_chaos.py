@@ -2,9 +2,10 @@
 
 The click counter runs as a StreamApp (two colors, 2 replicas each, one standby of every
 task, exactly-once, write cache off) under the real operator, with its Pods run as local
-processes by the pod runner. Clicks arrive at a fixed rate while the test, every 12 s and
+processes by the pod runner. Clicks arrive at a fixed rate while the test, every 10 s and
 also in the middle of rollouts and flips, deletes a worker Pod, SIGKILLs a worker process,
-or SIGKILLs and restarts the operator (6 faults plus one mid-deploy operator restart). Then the ``read_committed`` output must be exactly what the input implies, per
+or SIGKILLs and restarts the operator (one fault of each kind plus one mid-deploy operator
+restart). Then the ``read_committed`` output must be exactly what the input implies, per
 user the counts 1..n in order, and the StreamApp must be Ready again.
 
 Two deploys (podTemplate env changes) go through the operator's blue-green flow (update
@@ -43,8 +44,8 @@ def test_faults_and_deploys_under_steady_input_keep_the_output_exact(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     cfg = ChaosConfig(
-        faults=6,
-        fault_interval_s=12.0,
+        faults=3,  # one of each kind; bench/chaos.py runs many
+        fault_interval_s=10.0,
         deploys=2,
         rollbacks=1,
         rate=40,
@@ -69,7 +70,7 @@ def test_faults_and_deploys_under_steady_input_keep_the_output_exact(
         print(f"\nchaos e2e: faults injected\n{report.events_table()}\n{report.summary_table()}")
 
     kinds = report.by_kind()
-    assert sum(kinds.get(k, 0) for k in ("delete-pod", "kill-worker", "restart-operator")) >= 5, kinds
+    assert sum(kinds.get(k, 0) for k in ("delete-pod", "kill-worker", "restart-operator")) >= 3, kinds
     assert all(kinds.get(k) for k in ("delete-pod", "kill-worker", "restart-operator")), kinds
     assert kinds.get("deploy") == 2 and kinds.get("rollback") == 1, kinds
     deploys = [e.detail for e in sorted(report.events, key=lambda e: e.at_s) if e.kind == "deploy"]

@@ -11,6 +11,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
+from baton.control.channel import ControlWriter
+from baton.control.messages import ActiveState, Commit
+from baton.operator.flips import ControlFollower, ControlState, read_state
 from baton.worker.standby_testing import EXAMPLE
 from baton.worker.testing import WorkerProcess
 from tests.integration.test_operator_harness import (
@@ -181,3 +184,24 @@ def test_status_shows_how_many_tasks_have_a_caught_up_standby(  # noqa: PLR0917 
     finally:
         for w in workers:
             w.stop(30)
+
+
+def test_the_control_follower_reads_what_is_new_and_agrees_with_a_fresh_read(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """Issue 18: one long-lived consumer per app instead of a new one reading from offset 0
+    every pass; what it folds must be what a fresh read folds."""
+    topic = new_topic(partitions=1)
+    follower = ControlFollower(kafka_bootstrap, topic, {})
+    writer = ControlWriter(kafka_bootstrap, topic, f"test-{topic}")
+    try:
+        assert follower.state() == ControlState("blue", 0)
+        for epoch, color in ((1, "green"), (2, "blue"), (3, "green")):
+            commit = Commit(ActiveState(epoch, color))  # type: ignore[arg-type]
+            writer.write((commit.key(), commit.encode()))
+            seen = follower.state()
+            assert seen == ControlState(color, epoch), seen  # type: ignore[arg-type]
+            assert seen == read_state(kafka_bootstrap, topic, {})
+    finally:
+        writer.close()
+        follower.close()

@@ -31,6 +31,8 @@ ALERTS = {
     "BatonRestoreStuck",
     "BatonCompactionIncomplete",
     "BatonCompactionStale",
+    "BatonStreamAppStalled",
+    "BatonStandbyNotReady",
 }
 
 
@@ -120,7 +122,16 @@ def test_operator_metrics_count_time_and_track_phase() -> None:
         {"phase": "Deploying", "lag": 12, "conditions": [{"type": "Ready", "status": "False"}]},
     )
     m.observe_status(
-        "apps", "clicks", {"phase": "Stable", "conditions": [{"type": "Ready", "status": "True"}]}
+        "apps",
+        "clicks",
+        {
+            "phase": "Stable",
+            "conditions": [
+                {"type": "Ready", "status": "True"},
+                {"type": "Stalled", "status": "True", "reason": "PodsFailing"},  # the standby crash-loops
+                {"type": "StandbyReady", "status": "False"},
+            ],
+        },
     )
     get = m.registry.get_sample_value
     assert get("baton_operator_reconciles_total", {"namespace": "apps", "result": "ok"}) == 1
@@ -138,10 +149,13 @@ def test_operator_metrics_count_time_and_track_phase() -> None:
     assert get("baton_operator_app_phase", {**phase, "phase": "Stable"}) == 1
     assert get("baton_operator_app_phase", {**phase, "phase": "Deploying"}) == 0
     assert get("baton_operator_app_ready", phase) == 1
+    assert get("baton_operator_app_stalled", phase) == 1, "PodsFailing is Stalled whatever the phase"
+    assert get("baton_operator_app_standby_ready", phase) == 0
     assert get("baton_operator_app_lag", phase) == 12
     m.forget("apps", "clicks")
     assert get("baton_operator_app_phase", {**phase, "phase": "Stable"}) is None
     assert get("baton_operator_app_ready", phase) is None
+    assert get("baton_operator_app_stalled", phase) is None
 
 
 def test_metrics_endpoint_serves_from_the_environment_variable() -> None:

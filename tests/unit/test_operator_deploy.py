@@ -79,7 +79,8 @@ def test_blue_green_deploy_updates_idle_color_waits_flips_and_upgrades_standby_l
     assert p.phase == "Deploying" and reasons(p) == ["DeployStarted"]
     assert p.record.colors["blue"].revision == "r1" and p.record.colors["green"].revision == "r2"
     assert set(p.record.specs) == {"r1", "r2"}
-    assert p.flip is None and p.requeue_after <= 2
+    # not ready: no polling (the StatefulSet's events wake the loop), only the timeout's own look
+    assert p.flip is None and p.requeue_after == 30
     # Ready but lagging: still Deploying.
     p = step(p, 20, revision="r2", views={"blue": READY, "green": ColorView(True, lag=5000)})
     assert p.phase == "Deploying" and "lag 5000 > maxLagToPromote 1000" in p.message
