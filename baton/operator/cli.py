@@ -4,6 +4,7 @@ baton.control's)."""
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,8 @@ def operator(  # noqa: PLR0917 (one parameter per click option)
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not verbose:
+        logging.getLogger("kopf.objects").addFilter(_QuietWatchHandlers())
     clusterwide = not namespaces
     timing = leader.Timing(lease_duration, renew_deadline, retry_period)
     problem = timing.check()
@@ -142,6 +145,19 @@ def operator(  # noqa: PLR0917 (one parameter per click option)
         liveness_endpoint=liveness,
         memo=memo,
     )
+
+
+class _QuietWatchHandlers(logging.Filter):
+    """Drop kopf's "Handler 'x' succeeded." lines of the watch handlers: one per event of
+    every owned object, Pod and StreamApp (thousands a minute at hundreds of apps) that say
+    nothing; their failures, and the spec handlers' lines, still show."""
+
+    QUIET = re.compile(
+        r"Handler '(cache-\w+|on_pod|on_statefulset|on_annotation|on_compaction_job)' succeeded\."
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno == logging.INFO and self.QUIET.fullmatch(record.getMessage()))
 
 
 def _load_docs(path: Path) -> list[dict[str, Any]]:
