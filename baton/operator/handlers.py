@@ -298,8 +298,10 @@ def on_statefulset(*, memo: kopf.Memo, body: kopf.Body, namespace: str | None, t
     owner = _owner(body)
     if owner is None or namespace is None:
         return
-    if type == "DELETED":  # someone deleted it: recreate
-        rec.reconcile(_state(memo), namespace, owner, _events, kafka=False)
+    if type == "DELETED":  # someone deleted it: recreate, unless its app is going too
+        app = _kube(memo).read(API_VERSION, KIND, owner, namespace)  # the garbage collector's work?
+        if app is not None and not app["metadata"].get("deletionTimestamp"):
+            rec.reconcile(_state(memo), namespace, owner, _events, kafka=False)
         return
     rec.refresh_status(_state(memo), namespace, owner, _events)
     status, want = body.get("status") or {}, (body.get("spec") or {}).get("replicas", 0)

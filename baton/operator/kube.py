@@ -130,6 +130,14 @@ class Kube:
         try:
             obj = with_retries(lambda: self._resource(api_version, kind).get(name=name, namespace=namespace))
         except (NotFoundError, ResourceNotFoundError):  # no such object, or a kind not served here
+            if self.cache is not None:  # whatever the watches last said, it is gone now
+                self.cache.forget(
+                    {
+                        "apiVersion": api_version,
+                        "kind": kind,
+                        "metadata": {"name": name, "namespace": namespace},
+                    }
+                )
             return None
         result: dict[str, Any] = obj.to_dict()
         result.setdefault("apiVersion", api_version)
@@ -178,11 +186,20 @@ class Kube:
             "metadata": {"name": name, "namespace": namespace},
             "status": status,
         }
-        result = with_retries(
-            lambda: resource.status.server_side_apply(
-                body=body, name=name, namespace=namespace, field_manager=FIELD_MANAGER, force_conflicts=True
+        try:
+            result = with_retries(
+                lambda: resource.status.server_side_apply(
+                    body=body,
+                    name=name,
+                    namespace=namespace,
+                    field_manager=FIELD_MANAGER,
+                    force_conflicts=True,
+                )
             )
-        )
+        except NotFoundError:  # deleted meanwhile (the cache had not heard yet): nothing to report on
+            if self.cache is not None:
+                self.cache.forget(body)
+            return
         self._observe(result.to_dict())
 
     def owned(self, app_name: str, app_uid: str, namespace: str) -> list[dict[str, Any]]:

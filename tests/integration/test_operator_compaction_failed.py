@@ -53,7 +53,7 @@ def test_a_failed_compaction_job_raises_an_event_and_the_alerts_gauge(
 ) -> None:
     port = _free_port()
     monkeypatch.setenv("BATON_OPERATOR_METRICS_PORT", str(port))
-    op = operator("--no-kafka", "--standalone")
+    op = operator("--no-kafka", "--standalone", "--verbose")  # --verbose: the watch handlers' lines
     apply(
         kubectl,
         example_manifest(namespace, compaction={"enabled": True, "snapshotStore": "/var/lib/snaps"}),
