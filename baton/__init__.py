@@ -1,3 +1,33 @@
-"""Baton: stateful stream applications on Kafka in Python, run on Kubernetes."""
+"""Baton: stateful stream applications on Kafka in Python, run on Kubernetes.
+
+This is the public API: what a topology module imports. Everything else under ``baton``
+is internal and may change between releases; ``baton.testing`` holds helpers for users'
+own tests against a real broker.
+"""
+
+from baton.worker.topology.dsl import GroupedStream, Stream, Table, Topology, TopologyError
+from baton.worker.topology.serdes import BYTES, JSON, LONG, STR, Json, JsonSerde, Serde, SerdeError
+from baton.worker.topology.windows import TimeWindows, Windowed, hopping, tumbling
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "BYTES",
+    "JSON",
+    "LONG",
+    "STR",
+    "GroupedStream",
+    "Json",
+    "JsonSerde",
+    "Serde",
+    "SerdeError",
+    "Stream",
+    "Table",
+    "TimeWindows",
+    "Topology",
+    "TopologyError",
+    "Windowed",
+    "__version__",
+    "hopping",
+    "tumbling",
+]

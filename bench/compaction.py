@@ -9,7 +9,7 @@ bytes) is snapshotted by a first run. Then ``more`` records (new values of the f
 those. For comparison, a run into an empty store reads the same changelog whole. Then
 ``more`` records again, and the restores: without a snapshot a restore replays every
 record; with one it loads ``keys`` pairs and replays only the last ``more``. Restores use
-the worker's own restore thread (``baton.worker.restore.Restorer``) into RocksDB stores,
+the worker's own restore thread (``baton.worker.state.restore.Restorer``) into RocksDB stores,
 the path a worker takes.
 
 Compaction throughput is changelog records read per second of the job (Spark session
@@ -35,11 +35,11 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from baton.worker import snapshot
-from baton.worker.admin import CHANGELOG_CONFIG, topic_settings
 from baton.worker.naming import TaskId, changelog_topic
-from baton.worker.restore import RestoreJob, Restorer, TaskRestore
-from baton.worker.stores import RocksDBStore
+from baton.worker.runtime.internal_topics import CHANGELOG_CONFIG, topic_settings
+from baton.worker.state import snapshot
+from baton.worker.state.restore import RestoreJob, Restorer, TaskRestore
+from baton.worker.state.stores import RocksDBStore
 
 PARTITIONS = 8
 STORE = "counts"

@@ -38,6 +38,7 @@ import math
 import os
 import signal
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -48,16 +49,19 @@ import orjson
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from baton.worker import statedir
-from baton.worker.standby_testing import (
-    EXAMPLE,
+from baton.testing import SteadyInput, WorkerProcess, end_offsets, group_committed, wait_for
+from baton.worker.state import statedir
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))
+
+from batondev.paths import CLICK_COUNTER
+from batondev.standbys import (
     describe,
     hosted_standbys,
     labelled_metric,
     load_clicks,
     owned_tasks,
 )
-from baton.worker.testing import SteadyInput, WorkerProcess, end_offsets, group_committed, wait_for
 
 SESSION_MS = 6000
 CLEANUP_MS = 8000
@@ -91,7 +95,7 @@ class Cluster:
         self.state = {f"w{i}": workdir / self.app / f"s{i}" for i in range(members)}
         self.workers = {
             name: WorkerProcess(
-                EXAMPLE,
+                CLICK_COUNTER,
                 bootstrap=bootstrap,
                 application_id=self.app,
                 state_dir=self.state[name],
@@ -154,7 +158,7 @@ class Cluster:
             return total == self.partitions * self.standbys
 
         try:
-            wait_for(check, 600, "cluster did not settle", 0.5)
+            wait_for("cluster did not settle", check, 600, every=0.5)
         except TimeoutError:
             raise TimeoutError(f"cluster did not settle: {why[0]}") from None
         return dict(owned)
@@ -187,7 +191,7 @@ class Cluster:
                         kinds[int(str(x["partition"]))] = str(x["kind"])
             return len(first) == len(moved)
 
-        wait_for(resumed, 300, f"partitions of {victim} never resumed", 0.2)
+        wait_for(f"partitions of {victim} never resumed", resumed, 300, every=0.2)
         self.workers[victim].start()
         promoted = {p for p, kind in kinds.items() if kind == "promoted"}
         restored_by = {
@@ -250,10 +254,10 @@ def run_setting(
         t0 = time.monotonic()
         ends = end_offsets(bootstrap, source)
         wait_for(
+            "load not processed",
             lambda: group_committed(bootstrap, cluster.app, source, partitions) == ends,
             1800,
-            "load not processed",
-            1,
+            every=1,
         )
         owned = cluster.settled()
         print(f"{label}: {keys:,} keys loaded and settled in {time.monotonic() - t0:.1f}s", flush=True)

@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from baton.control.channel import control_topic
 from baton.control.coordinator import FlipResult, flip
 from baton.control.messages import Color
-from baton.worker.testing import SteadyInput, WorkerProcess, wait_for
+from baton.testing import SteadyInput, WorkerProcess, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = str(REPO / "examples" / "click_counter.py")
@@ -132,7 +132,7 @@ def run(bootstrap: str, flips: int, rate: int, spacing: float) -> dict[str, obje
                     results.append(result)
                     time.sleep(spacing)
             sent = steady.sent
-            wait_for(lambda: _latest(tail) == dict(sent), 180, "final counts", interval=0.5)
+            wait_for("final counts", lambda: _latest(tail) == dict(sent), 180, every=0.5)
         finally:
             tail.stop()
             for w in workers:

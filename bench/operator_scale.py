@@ -41,13 +41,15 @@ from typing import Any
 import yaml
 from kubernetes import client, config, watch
 
+from baton.testing import wait_for
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "dev"))
 
 from batondev import audit, kube  # noqa: E402
-from batondev.e2e import Kubectl, install_crds, wait_until  # noqa: E402
+from batondev.e2e import Kubectl, install_crds  # noqa: E402
+from batondev.paths import EXAMPLE  # noqa: E402
 
-EXAMPLE = REPO / "examples" / "click-counter.yaml"
 SPEC_HASH = "baton.dev/spec-hash"
 
 
@@ -69,7 +71,7 @@ class OperatorRun:
         self.log = log
         with log.open("wb") as out:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
-        wait_until(
+        wait_for(
             "the operator to start",
             lambda: "Initial authentication has finished" in log.read_text(errors="replace"),
             120,
@@ -120,7 +122,7 @@ def mark_pods_ready(namespace: str, expect: int) -> None:
         ).items
         return [str(p.metadata.name) for p in items if p.metadata] if len(items) >= expect else None
 
-    names = wait_until(f"{expect} Pods", pods, 900, every=2)
+    names = wait_for(f"{expect} Pods", pods, 900, every=2)
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     ready = {
         "status": {
@@ -196,10 +198,10 @@ def run_size(  # noqa: PLR0917 (one value per dimension of the bench)
         for chunk in range(0, size, 50):
             items = [app_manifest(namespace, n) for n in names[chunk : chunk + 50]]
             kubectl.apply({"apiVersion": "v1", "kind": "List", "items": items})
-        wait_until(f"{size} apps reconciled", lambda: reconciled(kubectl, namespace, size), 1800, every=2)
+        wait_for(f"{size} apps reconciled", lambda: reconciled(kubectl, namespace, size), 1800, every=2)
         converge = time.monotonic() - started
         mark_pods_ready(namespace, 2 * size)
-        wait_until(f"{size} apps Stable", lambda: stable(kubectl, namespace, size), 900, every=2)
+        wait_for(f"{size} apps Stable", lambda: stable(kubectl, namespace, size), 900, every=2)
         time.sleep(35)  # one whole deploy-loop period: every app's periodic pass has run
         since = time.time()
         time.sleep(window)

@@ -47,8 +47,7 @@ import orjson
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from baton.worker.standby_testing import EXAMPLE, describe, labelled_metric, load_clicks, roles
-from baton.worker.testing import (
+from baton.testing import (
     SteadyInput,
     WorkerProcess,
     end_offsets,
@@ -56,6 +55,11 @@ from baton.worker.testing import (
     read_all,
     wait_for,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))
+
+from batondev.paths import CLICK_COUNTER
+from batondev.standbys import describe, labelled_metric, load_clicks, roles
 
 SESSION_MS = 6000
 PROBING_MS = 5000
@@ -101,7 +105,7 @@ def run_setting(
         extra += ["--acceptable-recovery-lag", str(lag)]
     workers = [
         WorkerProcess(
-            EXAMPLE,
+            CLICK_COUNTER,
             bootstrap=bootstrap,
             application_id=app,
             state_dir=workdir / app / f"s{i}",
@@ -119,9 +123,12 @@ def run_setting(
         t0 = time.monotonic()
         ends = end_offsets(bootstrap, source)
         wait_for(
-            lambda: group_committed(bootstrap, app, source, partitions) == ends, 1800, "load not processed", 1
+            "load not processed",
+            lambda: group_committed(bootstrap, app, source, partitions) == ends,
+            1800,
+            every=1,
         )
-        wait_for(lambda: describe(bootstrap, app, expect_members=3), 120, "3 workers not stable")
+        wait_for("3 workers not stable", lambda: describe(bootstrap, app, expect_members=3), 120)
         print(f"{label}: {keys:,} keys loaded in {time.monotonic() - t0:.1f}s", flush=True)
         with SteadyInput(bootstrap, source, rate=rate, users=[f"live{i}" for i in range(50 * partitions)]):
             time.sleep(MARGIN_S * 2)
@@ -143,11 +150,10 @@ def run_setting(
                     and len(_first_records(newcomer)) >= share
                 )
 
-            wait_for(balanced, 600, f"{label}: the newcomer never got its share", 0.5)
+            wait_for(f"{label}: the newcomer never got its share", balanced, 600, every=0.5)
             done = time.time()
             time.sleep(MARGIN_S)
-        wait_for(lambda: group_committed(bootstrap, app, source, partitions) == end_offsets(bootstrap, source), 120,
-                 "input not processed")  # fmt: skip
+        wait_for("input not processed", lambda: group_committed(bootstrap, app, source, partitions) == end_offsets(bootstrap, source), 120)  # fmt: skip
         appended: dict[int, list[float]] = {p: [] for p in range(partitions)}
         for r in read_all(bootstrap, sink, start=before):
             appended[r.partition].append(r.timestamp / 1000)

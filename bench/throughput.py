@@ -21,7 +21,7 @@ import orjson
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from baton.worker.testing import WorkerProcess, produce, wait_for
+from baton.testing import WorkerProcess, produce, wait_for
 
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "click_counter.py")
 
@@ -56,7 +56,7 @@ def run_one(
             last = now
             return done >= events
 
-        wait_for(progress, 600, f"{guarantee}: did not finish", interval=0.25)
+        wait_for(f"{guarantee}: did not finish", progress, 600, every=0.25)
     finally:
         code = worker.stop(60)
     seconds = last - first

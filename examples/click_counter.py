@@ -8,7 +8,7 @@ import os
 
 from pydantic import BaseModel, ConfigDict
 
-from baton.worker import JSON, STR, Json, Topology
+from baton import JSON, STR, Json, Topology
 
 
 class Click(BaseModel):

@@ -23,8 +23,6 @@ from batondev import kube as kube_mod
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-REPO = Path(__file__).resolve().parent.parent
-
 
 def _up(*components: str) -> None:
     try:
@@ -143,7 +141,7 @@ def namespace(kubectl: KubectlFn, unique_name: str) -> Iterator[str]:
 def operator(kube: Kube, kubectl: KubectlFn, namespace: str, tmp_path: Path) -> Iterator[Callable[..., Any]]:
     """``operator(*args)`` starts ``baton operator`` watching the test's namespace (CRDs installed);
     at the end the apps are deleted while one still runs, so no finalizer outlives the test."""
-    from tests.integration.test_operator_harness import install_crds, operators
+    from tests.support.operator import install_crds, operators
 
     install_crds(kubectl)
     yield from operators(

@@ -18,18 +18,9 @@ from typing import Any
 
 import click
 
+from baton.cli_options import key_values
 from baton.compactor.job import REPORT_DIR
 from baton.worker.config import env_var
-
-
-def _key_values(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"expected key=value, got {item!r}")
-        out[key.strip()] = value.strip()
-    return out
 
 
 @click.command()
@@ -75,7 +66,7 @@ def _key_values(_ctx: click.Context, _param: click.Parameter, values: tuple[str,
     "--conf",
     "spark_conf",
     multiple=True,
-    callback=_key_values,
+    callback=key_values,
     metavar="KEY=VALUE",
     help="Spark setting (repeatable), e.g. spark.driver.memory=4g.",
 )
@@ -84,7 +75,7 @@ def _key_values(_ctx: click.Context, _param: click.Parameter, values: tuple[str,
     "--kafka-config",
     "kafka_config",
     multiple=True,
-    callback=_key_values,
+    callback=key_values,
     help="Kafka client setting key=value (repeatable), e.g. security.protocol=SASL_SSL.",
 )
 @click.option(
@@ -120,7 +111,7 @@ def compact(
     from baton.compactor.job import JobConfig, run
     from baton.compactor.s3a import hadoop_settings
     from baton.compactor.session import session
-    from baton.worker.snapshot_fs import S3Settings
+    from baton.worker.state.snapshot_uri import S3Settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     target = _streamapp(streamapp)

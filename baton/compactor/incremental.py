@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from baton.worker.snapshot import freshness, horizon_holds
+from baton.worker.state.snapshot import freshness, horizon_holds
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,10 @@ Steps, in order:
 4. Write a snapshot per partition that has changed since the newest one; keep the last N.
 5. Audit: changelog configs, per-partition statistics, blue versus green, stores versus a
    recomputation from the input; write the report (JSON and Prometheus text) to the store.
+
+Why one module of this size: the steps above share one Spark session and one run's
+report; each step is a function here, the pure logic lives in ``incremental.py``,
+``audit.py``, ``frames.py`` and ``recompute.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from baton.compactor.java_kafka import spark_kafka_options
 from baton.compactor.kafka import Changelog, KafkaView
 from baton.compactor.latest import PartitionStats
 from baton.compactor.store import HadoopStore
-from baton.worker.snapshot import CHECKED, MANIFEST, end_of, partition_dir, snapshot_name
+from baton.worker.state.snapshot import CHECKED, MANIFEST, end_of, partition_dir, snapshot_name
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +304,7 @@ def _recompute_audit(
     live: Any,
     findings: list[Finding],
 ) -> dict[str, Any]:
-    from baton.worker.loader import load
+    from baton.worker.topology.loader import load
 
     assert config.topology is not None
     try:

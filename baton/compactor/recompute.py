@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from baton.worker.graph import BuiltTopology
+from baton.worker.topology.graph import BuiltTopology
 
 
 @dataclass(frozen=True)
@@ -101,11 +101,11 @@ def replay(
         import os
 
         os.environ.update(env)
-        from baton.worker.context import OpenGate
-        from baton.worker.loader import load
         from baton.worker.naming import TaskId, changelog_topic
-        from baton.worker.stores import KeyValueStore, MemoryStore
-        from baton.worker.task import Task
+        from baton.worker.runtime.task import Task
+        from baton.worker.state.stores import KeyValueStore, MemoryStore
+        from baton.worker.topology.context import OpenGate
+        from baton.worker.topology.loader import load
 
         partition, rows = item
         sub = load(target).subtopologies[plan.subtopology]

@@ -1,6 +1,6 @@
 """Spark settings that let the job write an object-store snapshot store through Hadoop's S3A.
 
-The workers read the same store with pyarrow (``baton/worker/snapshot_fs.py``) from the same
+The workers read the same store with pyarrow (``baton/worker/state/snapshot_fs.py``) from the same
 three inputs, so both sides agree on where the objects are: the store URI, the endpoint of
 an S3-compatible server (path-style addressing, as MinIO, Ceph and SeaweedFS expect), and
 the region. Credentials are never settings here: S3A's default chain reads the
@@ -22,7 +22,7 @@ import logging
 import os
 from urllib.parse import urlparse
 
-from baton.worker.snapshot_fs import S3Settings, is_object_store
+from baton.worker.state.snapshot_uri import S3Settings, is_object_store
 
 log = logging.getLogger(__name__)
 

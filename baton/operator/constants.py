@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final
 
 GROUP: Final = "baton.dev"
 VERSION: Final = "v1alpha1"
@@ -15,9 +15,6 @@ PLURAL: Final = "streamapps"
 FIELD_MANAGER: Final = "baton-operator"
 # kopf keeps it on every StreamApp (its timers need one; DeleteTopics runs before removal).
 FINALIZER: Final = "baton.dev/operator"
-
-Color = Literal["blue", "green"]
-COLORS: Final[tuple[Color, Color]] = ("blue", "green")
 
 LABEL_APP: Final = "baton.dev/app"
 LABEL_COLOR: Final = "baton.dev/color"

@@ -28,6 +28,9 @@ promoted again automatically: a new spec, or ``baton.dev/promote``, resumes.
 
 Flips are idempotent by target: the coordinator returns "already active" for a flip to the
 color in force, so replaying a flip after a restart can never flip twice.
+
+Why one module of this size: it is one state machine, and its transitions are only
+reviewable side by side (the model checks in tests/unit/test_flip_model.py walk all of them).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from baton.operator.constants import COLORS, Color
+from baton.control.messages import COLORS, Color, other
 from baton.operator.deploy_record import Assignment, DeployRecord, Phase
 from baton.operator.spec import UpgradeSpec
 
@@ -51,10 +54,6 @@ RETRY_MAX_S = 60.0
 
 StatusPhase = Literal["Deploying", "Promoting", "Flipping", "RollingBack", "Stable", "Stalled"]
 Outcome = Literal["promoted", "abandoned", "rolled_back"]
-
-
-def other(color: Color) -> Color:
-    return "green" if color == "blue" else "blue"
 
 
 @dataclass(frozen=True)

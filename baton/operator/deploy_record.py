@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from baton.operator.constants import COLORS, Color
+from baton.control.messages import COLORS, Color
 
 Phase = Literal["Deploying", "Promoting", "Flipping", "RollingBack", "Stable"]
 

@@ -19,8 +19,7 @@ from typing import Any
 from baton.control.channel import ControlReader
 from baton.control.coordinator import FlipResult, fold
 from baton.control.coordinator import flip as run_flip
-from baton.control.messages import Message, tp_str
-from baton.operator.constants import Color
+from baton.control.messages import Color, Message, tp_str
 from baton.operator.deploy import FlipOutcome
 
 log = logging.getLogger(__name__)

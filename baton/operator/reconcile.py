@@ -4,6 +4,10 @@ Idempotent by construction (server-side apply of pure builders' output), so a cr
 point is repaired by the next run; the handlers call it on every change, on resume and on a
 timer. Reconciliations of the same app are serialised by a lock, and each one re-reads the
 StreamApp first, so a stale body can never roll the app back to an older spec.
+
+Why one module of this size: a pass is one ordered sequence (read, build, apply, prune,
+plan, flip, status) over one app's state; its steps are small functions here, and the
+pure parts they call live in ``builders/``, ``deploy.py`` and ``status.py``.
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ from pydantic import ValidationError
 
 from baton import __version__
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
+from baton.control.messages import Color
 from baton.operator import coverage, deploy, drift, flips, rolling, topics
 from baton.operator.builders import desired_objects
 from baton.operator.builders.common import selector_string
 from baton.operator.builders.desired import ColorRun, color_runs
 from baton.operator.builders.statefulset import spec_hash
-from baton.operator.constants import API_VERSION, KIND, Color
+from baton.operator.constants import API_VERSION, KIND
 from baton.operator.deploy import (
     ANNOTATION_PROMOTE,
     ANNOTATION_ROLLBACK,

@@ -12,7 +12,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from baton.operator.constants import API_VERSION, KIND, Color
+from baton.control.messages import Color
+from baton.operator.constants import API_VERSION, KIND
 
 
 class _Model(BaseModel):

@@ -18,8 +18,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from baton.control.messages import Color
 from baton.operator.builders.common import selector_string
-from baton.operator.constants import ANNOTATION_SPEC_HASH, Color
+from baton.operator.constants import ANNOTATION_SPEC_HASH
 from baton.operator.deploy import Plan
 from baton.operator.spec import StreamApp
 

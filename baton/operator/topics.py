@@ -24,7 +24,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
 from baton import group_offsets
-from baton.operator.constants import COLORS
+from baton.control.messages import COLORS
 from baton.operator.spec import StreamApp
 
 TIMEOUT_S = 5.0

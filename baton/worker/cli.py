@@ -13,17 +13,8 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
+from baton.cli_options import key_values
 from baton.worker.config import ErrorHandler, ProcessingGuarantee, StoreKind, WorkerConfig
-
-
-def _kafka_settings(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"expected key=value, got {item!r}")
-        out[key.strip()] = value.strip()
-    return out
 
 
 @click.command()
@@ -89,14 +80,14 @@ def _kafka_settings(_ctx: click.Context, _param: click.Parameter, values: tuple[
     "--kafka-config",
     "kafka_config",
     multiple=True,
-    callback=_kafka_settings,
+    callback=key_values,
     help="Extra librdkafka setting key=value (repeatable); prefix consumer./producer. to target one.",
 )
 def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> None:
     """Run a worker for TOPOLOGY (PATH_OR_MODULE[:ATTR], default attribute `topology`)."""
     from baton.worker import logs
-    from baton.worker.loader import load
-    from baton.worker.runtime import Worker
+    from baton.worker.runtime.worker import Worker
+    from baton.worker.topology.loader import load
 
     given = {k: v for k, v in options.items() if v is not None}
     if topology is not None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from baton.worker.snapshot_fs import S3Settings, readable
+from baton.worker.state.snapshot_uri import S3Settings, readable
 
 
 class ProcessingGuarantee(StrEnum):

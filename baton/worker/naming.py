@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from baton.worker.graph import BuiltTopology
+from baton.worker.topology.graph import BuiltTopology
 
 
 def changelog_topic(application_id: str, store: str) -> str:

@@ -7,7 +7,7 @@ use instead of the example's validating pydantic model. ``run.py`` starts it wit
 
 import os
 
-from baton.worker import JSON, STR, Topology
+from baton import JSON, STR, Topology
 
 topology = Topology()
 (

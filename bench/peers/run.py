@@ -64,7 +64,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "dev"))
 
 from baton import __version__ as baton_version  # noqa: E402
-from baton.worker.testing import produce  # noqa: E402
+from baton.testing import produce  # noqa: E402
 
 PARTITIONS = 8
 GUARANTEES = ("at_least_once", "exactly_once")

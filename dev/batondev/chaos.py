@@ -49,7 +49,7 @@ from confluent_kafka.admin import AdminClient
 from baton.control.channel import ControlReader, control_topic
 from baton.control.coordinator import current_state
 from baton.control.messages import Color
-from baton.worker.testing import SteadyInput, read_all
+from baton.testing import SteadyInput, read_all, wait_for
 
 from . import e2e
 from .podrunner import harness
@@ -330,9 +330,7 @@ class Chaos:
             return final_counts == sent
 
         with contextlib.suppress(TimeoutError):
-            e2e.wait_until(
-                "the output to catch up with the input", caught_up, cfg.catch_up_timeout_s, every=2
-            )
+            wait_for("the output to catch up with the input", caught_up, cfg.catch_up_timeout_s, every=2)
         catch_up_s = time.monotonic() - caught
         outputs = [(r.key, r.value) for r in read_all(ctx.bootstrap, ctx.counts)]
         verdict = e2e.verdict(outputs, sent)
@@ -416,7 +414,7 @@ def _random_pod(ctx: _Context, running: bool) -> dict[str, Any]:
             pods = [p for p in pods if e2e.pod_pid(p)]
         return ctx.rng.choice(sorted(pods, key=lambda p: str(p["metadata"]["name"]))) if pods else None
 
-    return e2e.wait_until("a worker Pod to hit", pick, 120, every=1)
+    return wait_for("a worker Pod to hit", pick, 120, every=1)
 
 
 def _new_process(ctx: _Context, name: str, old_pid: int | None, timeout: float = 120) -> int:
@@ -433,7 +431,7 @@ def _new_process(ctx: _Context, name: str, old_pid: int | None, timeout: float =
         pid = e2e.pod_pid(pod)
         return pid if pid and pid != old_pid else None
 
-    return e2e.wait_until(f"Pod {name} to run a new process", check, timeout, every=0.5)
+    return wait_for(f"Pod {name} to run a new process", check, timeout, every=0.5)
 
 
 def _delete_pod(ctx: _Context) -> Event:
@@ -515,7 +513,7 @@ def _deploy(ctx: _Context) -> Event:
             restarted.append(_mid_deploy_restart(ctx, phase))
         return st.get("activeColor") == target and phase == "Stable" and _active_color(ctx) == target
 
-    e2e.wait_until(
+    wait_for(
         f"the operator to deploy {version} and flip to {target}", flipped, ctx.cfg.ready_timeout_s, every=1
     )
     app_id = ((_status(ctx).get("colors") or {}).get(target) or {}).get("applicationId", "?")
@@ -556,7 +554,7 @@ def _rollback(ctx: _Context) -> Event:
             st.get("activeColor") == target and st.get("phase") == "Stable" and _active_color(ctx) == target
         )
 
-    e2e.wait_until(f"the rollback to {target}", back, ctx.cfg.ready_timeout_s, every=1)
+    wait_for(f"the rollback to {target}", back, ctx.cfg.ready_timeout_s, every=1)
     return Event("rollback", APP, 0, detail=f"annotation {ANNOTATION_ROLLBACK}: {before} -> {target}")
 
 

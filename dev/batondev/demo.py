@@ -19,19 +19,18 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import click
 import orjson
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from baton.worker.testing import latest_by_key, produce, read_all, wait_for
+from baton.testing import latest_by_key, produce, read_all, wait_for
+from batondev.paths import EXAMPLE, REPO
 
 from . import gobuild, kafka, kube, stack
 from .podrunner import harness
 
-REPO = Path(__file__).resolve().parents[2]
 USERS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
 APP_NS = "baton-demo"
 OPERATOR_NS = "baton-system"
@@ -96,7 +95,7 @@ def streamapp(bootstrap: str, clicks_topic: str, counts_topic: str, app_id: str)
     """examples/click-counter.yaml, pointed at the local broker and sized for a laptop."""
     import yaml
 
-    manifest: dict[str, Any] = yaml.safe_load((REPO / "examples" / "click-counter.yaml").read_text())
+    manifest: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
     spec = manifest["spec"]
     spec["kafka"]["bootstrapServers"] = bootstrap
     spec["applicationId"] = app_id
@@ -207,7 +206,7 @@ def main(events: int) -> None:
             return {k.decode(): int(orjson.loads(v)) for k, v in latest.items() if k and v}
 
         with contextlib.suppress(TimeoutError):
-            wait_for(lambda: counts() == dict(expected), 180, "counts")
+            wait_for("counts", lambda: counts() == dict(expected), 180)
         say("Counts in the output topic (read_committed)")
         counts_table(counts(), dict(expected))
 
@@ -225,7 +224,7 @@ def main(events: int) -> None:
                 click.echo(f"   phase {phase:<12} active {st.get('activeColor')}")
             return bool(st.get("activeColor") != before and phase == "Stable")
 
-        wait_for(flipped, 600, "the blue-green deploy to finish", interval=0.5)
+        wait_for("the blue-green deploy to finish", flipped, 600, every=0.5)
         st = status("click-counter")
         click.echo(
             f"   flipped {before} -> {st.get('activeColor')}; last flip: {json.dumps(st.get('lastFlip', {}))}"
@@ -237,7 +236,7 @@ def main(events: int) -> None:
         produce(bootstrap, clicks_topic, second)
         expected.update(r[0].decode() for r in second)
         with contextlib.suppress(TimeoutError):
-            wait_for(lambda: counts() == dict(expected), 180, "counts")
+            wait_for("counts", lambda: counts() == dict(expected), 180)
         say("Final counts (read_committed), checked against the input")
         exact = counts_table(counts(), dict(expected))
 

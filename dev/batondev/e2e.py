@@ -18,36 +18,21 @@ import re
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
 
+from baton.testing import wait_for
 from batondev import gobuild, kube
+from batondev.paths import CRD, EXAMPLE
 
-REPO = Path(__file__).resolve().parents[2]
-CRD = REPO / "crds" / "streamapps.baton.dev.yaml"
-EXAMPLE = REPO / "examples" / "click-counter.yaml"
 APP_LABEL = "baton.dev/app"
 COLOR_LABEL = "baton.dev/color"
 
 T = TypeVar("T")
-
-
-def wait_until(what: str, probe: Callable[[], T | None], timeout: float, every: float = 0.5) -> T:
-    """Poll ``probe`` until it returns something truthy; TimeoutError naming ``what`` (and the last value)."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while True:
-        last = probe()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
-        time.sleep(every)
 
 
 @dataclass(frozen=True)
@@ -90,7 +75,7 @@ def install_crds(kubectl: Kubectl) -> None:
     kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/streamapps.baton.dev")
     # Established is not enough: the API server answers 429 "storage is (re)initializing"
     # until the watch cache of a new CRD has loaded, which on a busy node takes a while.
-    wait_until(
+    wait_for(
         "the StreamApp API to answer a list",
         lambda: kubectl("get", "streamapps.baton.dev", "-A", "-o", "name", check=False).returncode == 0,
         120,
@@ -146,7 +131,7 @@ class Operator:
                 raise RuntimeError(f"operator exited {self.proc.returncode}: {self.tail()}")
             return self.READY_LINE in self.log.read_bytes()[offset:].decode(errors="replace")
 
-        wait_until("the operator to start", started, timeout)
+        wait_for("the operator to start", started, timeout)
         return self
 
     @property
@@ -260,7 +245,7 @@ def is_ready(body: dict[str, Any]) -> bool:
 def wait_app_ready(kubectl: Kubectl, namespace: str, name: str, timeout: float) -> dict[str, Any]:
     """The StreamApp once it is Ready at its current generation (what a deploy pipeline waits for)."""
     try:
-        return wait_until(
+        return wait_for(
             f"StreamApp {name} Ready",
             lambda: b if is_ready(b := app_object(kubectl, namespace, name)) else None,
             timeout,

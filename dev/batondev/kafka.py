@@ -151,7 +151,7 @@ def up(timeout: float = 120, *, fresh: bool = False) -> None:
     until start-up outlasts ``timeout``. A running broker is never touched.
     """
     if procs.running_pid(NAME) is not None:
-        procs.wait_until(NAME, _ready_fast, timeout)
+        procs.wait_started(NAME, _ready_fast, timeout)
         return
     install()
     procs.ensure_ports_free(NAME, [ports.KAFKA, ports.KAFKA_CONTROLLER, ports.KAFKA_SCRAM])
@@ -180,7 +180,7 @@ def up(timeout: float = 120, *, fresh: bool = False) -> None:
         )
     env = dict(os.environ)
     procs.start(NAME, _java_cmd("kafka.Kafka", str(props)), env=env)
-    procs.wait_until(NAME, _ready_fast, timeout)
+    procs.wait_started(NAME, _ready_fast, timeout)
 
 
 def _cluster_id() -> str:

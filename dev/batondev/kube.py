@@ -198,7 +198,7 @@ def _start_etcd(bin_dir: Path, timeout: float, *, fresh: bool) -> None:
                 "--unsafe-no-fsync",  # a throwaway dev store: fsync would only slow tests down
             ],
         )
-    procs.wait_until(ETCD, lambda: _healthy(f"{url}/health", tls=False), timeout)
+    procs.wait_started(ETCD, lambda: _healthy(f"{url}/health", tls=False), timeout)
 
 
 def _start_apiserver(bin_dir: Path, timeout: float) -> None:
@@ -233,7 +233,7 @@ def _start_apiserver(bin_dir: Path, timeout: float) -> None:
                 *_audit_args(),
             ],
         )
-    procs.wait_until(APISERVER, lambda: _healthy(f"{server_url()}/readyz", tls=True), timeout)
+    procs.wait_started(APISERVER, lambda: _healthy(f"{server_url()}/readyz", tls=True), timeout)
 
 
 def _start_controller(name: str, cmd: list[str], port: int, timeout: float) -> None:
@@ -249,7 +249,7 @@ def _start_controller(name: str, cmd: list[str], port: int, timeout: float) -> N
         with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", timeout=2, context=ctx) as r:
             return bool(r.status == 200)
 
-    procs.wait_until(name, ok, timeout)
+    procs.wait_started(name, ok, timeout)
 
 
 def up(timeout: float = 120, *, fresh: bool = False) -> None:

@@ -80,7 +80,7 @@ def up(*, fresh: bool = False, timeout: float = 60) -> str:
                 "MINIO_REGION": REGION,
             },
         )
-    procs.wait_until(NAME, _ready, timeout)
+    procs.wait_started(NAME, _ready, timeout)
     _make_bucket()
     return endpoint()
 

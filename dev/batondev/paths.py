@@ -17,3 +17,12 @@ RUN = Path(os.environ.get("BATON_RUN_DIR", CACHE / "run"))
 def tool_dir(tool: str, version: str) -> Path:
     """The cache folder of one tool at one version."""
     return CACHE / f"{tool}-{version}"
+
+
+# The checkout's own files that tests, benchmarks and the demo refer to, named once.
+REPO = Path(__file__).resolve().parents[2]
+CRD = REPO / "crds" / "streamapps.baton.dev.yaml"
+EXAMPLE = REPO / "examples" / "click-counter.yaml"
+CLICK_COUNTER = REPO / "examples" / "click_counter.py"
+FIXTURES = REPO / "tests" / "fixtures"
+BENCH = REPO / "bench"

@@ -101,7 +101,7 @@ def start(name: str, cmd: list[str], *, env: dict[str, str] | None = None, cwd: 
     return proc.pid
 
 
-def wait_until(name: str, check: Callable[[], bool], timeout: float) -> None:
+def wait_started(name: str, check: Callable[[], bool], timeout: float) -> None:
     """Poll ``check`` until it holds; fail fast when the process died, with its log tail."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

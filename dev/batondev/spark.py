@@ -161,7 +161,7 @@ def cluster_up(timeout: float = 90) -> str:
             ),
             env=_env(),
         )
-    procs.wait_until(MASTER, lambda: procs.port_open(ports.SPARK_MASTER_UI), timeout)
+    procs.wait_started(MASTER, lambda: procs.port_open(ports.SPARK_MASTER_UI), timeout)
     for index, name in enumerate(WORKERS):
         if procs.running_pid(name) is not None:
             continue
@@ -187,7 +187,7 @@ def cluster_up(timeout: float = 90) -> str:
             ),
             env=_env(),
         )
-    procs.wait_until(MASTER, _workers_registered, timeout)
+    procs.wait_started(MASTER, _workers_registered, timeout)
     return master_url()
 
 

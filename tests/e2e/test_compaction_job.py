@@ -29,10 +29,11 @@ from pyarrow import fs as pafs
 from baton.compactor.cronjob import compactor_name
 from baton.compactor.s3a import CLASSPATH_ENV
 from baton.operator.builders.statefulset import STATE_VOLUME
-from baton.worker.snapshot_fs import S3Settings, open_store
-from baton.worker.testing import produce, read_all
-from tests.e2e.test_deploy_bluegreen import USERS, counts
-from tests.integration.test_operator_harness import (
+from baton.testing import produce, read_all, wait_for
+from baton.worker.state.snapshot_fs import open_store
+from baton.worker.state.snapshot_uri import S3Settings
+from tests.support.deploy import USERS, counts
+from tests.support.operator import (
     KubectlFn,
     apply,
     example_manifest,
@@ -40,7 +41,6 @@ from tests.integration.test_operator_harness import (
     install_crds,
     start_operator,
     try_get_json,
-    wait_for,
 )
 
 pytestmark = pytest.mark.e2e

@@ -22,20 +22,11 @@ import orjson
 import pytest
 from batondev.podrunner import harness
 
-from baton.worker.testing import latest_by_key, produce, read_all
-from tests.integration.test_operator_harness import (
-    KubectlFn,
-    apply,
-    example_manifest,
-    get_json,
-    install_crds,
-    start_operator,
-    wait_for,
-)
+from baton.testing import produce, wait_for
+from tests.support.deploy import USERS, counts
+from tests.support.operator import KubectlFn, apply, example_manifest, get_json, install_crds, start_operator
 
 pytestmark = pytest.mark.e2e
-
-USERS = ["alice", "bob", "carol", "dave", "erin"]
 
 
 class Clicks:
@@ -71,11 +62,6 @@ class Clicks:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join(30)
-
-
-def counts(bootstrap: str, topic: str) -> dict[str, int]:
-    latest = latest_by_key(read_all(bootstrap, topic))
-    return {k.decode(): int(orjson.loads(v)) for k, v in latest.items() if k and v}
 
 
 def status(kubectl: KubectlFn, namespace: str) -> dict[str, Any]:

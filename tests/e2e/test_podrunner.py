@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,10 +22,11 @@ from batondev import paths
 from batondev.podrunner import harness
 from batondev.podrunner.volumes import Layout
 
+from baton.testing import wait_for
+
 pytestmark = pytest.mark.e2e
 
 KubectlFn = Callable[..., "subprocess.CompletedProcess[str]"]
-REPO = Path(__file__).resolve().parents[2]
 
 # Serves the lines its Pods appended to the shared volume, and its env, on $PORT.
 SERVER = """
@@ -106,17 +106,6 @@ def get(kubectl: KubectlFn, ns: str, *what: str) -> Any:
     return json.loads(out.stdout) if out.returncode == 0 else None
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0, runner: Any = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.3)
-    tail = f"\npodrunner log:\n{runner.tail()}" if runner is not None else ""
-    raise AssertionError(f"timed out waiting for {what}{tail}")
-
-
 def is_ready(pod: dict[str, Any] | None) -> bool:
     if not pod or pod["metadata"].get("deletionTimestamp"):
         return False
@@ -164,7 +153,9 @@ def test_statefulset_lifecycle(kubectl: KubectlFn, namespace: str, runner: harne
     kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(statefulset("web")))
 
     # Both Pods run and become Ready; the StatefulSet controller sees it, the claims are Bound.
-    pods = {n: wait_for(f"{n} Ready", ready_pod(kubectl, ns, n), runner=runner) for n in ("web-0", "web-1")}
+    pods = {
+        n: wait_for(f"{n} Ready", ready_pod(kubectl, ns, n), detail=runner.tail) for n in ("web-0", "web-1")
+    }
     wait_for(
         "readyReplicas 2", lambda: get(kubectl, ns, "statefulset", "web")["status"].get("readyReplicas") == 2
     )
@@ -199,7 +190,7 @@ def test_statefulset_lifecycle(kubectl: KubectlFn, namespace: str, runner: harne
             and is_ready(p)
             and p
         ),
-        runner=runner,
+        detail=runner.tail,
     )
     status = restarted["status"]["containerStatuses"][0]
     assert status["lastState"]["terminated"]["exitCode"] == 137
@@ -214,7 +205,7 @@ def test_statefulset_lifecycle(kubectl: KubectlFn, namespace: str, runner: harne
         lambda: (
             (p := get(kubectl, ns, "pod", "web-0")) and p["metadata"]["uid"] != old_uid and is_ready(p) and p
         ),
-        runner=runner,
+        detail=runner.tail,
     )
     assert not alive(old_pid)
     assert http(new, "/history") == "web-0 demo\nweb-0 demo\n"
@@ -222,5 +213,5 @@ def test_statefulset_lifecycle(kubectl: KubectlFn, namespace: str, runner: harne
     # Deleting the StatefulSet ends every process and every Pod.
     pids = [pid_of(new), pid_of(restarted)]
     kubectl("delete", "statefulset", "web", "-n", ns, "--wait=false")
-    wait_for("pods gone", lambda: not get(kubectl, ns, "pod")["items"], runner=runner)
+    wait_for("pods gone", lambda: not get(kubectl, ns, "pod")["items"], detail=runner.tail)
     assert not any(alive(p) for p in pids)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -17,12 +16,14 @@ from typing import Any
 
 import pytest
 from batondev import paths
+from batondev.paths import REPO
 from batondev.podrunner import harness, process
+
+from baton.testing import wait_for
 
 pytestmark = pytest.mark.e2e
 
 KubectlFn = Callable[..., "subprocess.CompletedProcess[str]"]
-REPO = Path(__file__).resolve().parents[2]
 
 
 def bare_pod(
@@ -54,16 +55,6 @@ def pod(kubectl: KubectlFn, ns: str, name: str) -> dict[str, Any] | None:
     return json.loads(out.stdout) if out.returncode == 0 else None
 
 
-def wait_for(what: str, check: Callable[[], Any], log: Callable[[], str], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}\npodrunner log:\n{log()}")
-
-
 def phase(kubectl: KubectlFn, ns: str, name: str) -> str | None:
     p = pod(kubectl, ns, name)
     return (p.get("status") or {}).get("phase") if p else None
@@ -92,8 +83,10 @@ def test_restart_policies_and_config_errors(kubectl: KubectlFn, namespace: str, 
                 ],
             ),
         )
-        wait_for("ok Succeeded", lambda: phase(kubectl, ns, "ok") == "Succeeded", runner.tail)
-        wait_for("bad Failed", lambda: phase(kubectl, ns, "bad") == "Failed", runner.tail)
+        wait_for(
+            "ok Succeeded", lambda: phase(kubectl, ns, "ok") == "Succeeded", timeout=30, detail=runner.tail
+        )
+        wait_for("bad Failed", lambda: phase(kubectl, ns, "bad") == "Failed", timeout=30, detail=runner.tail)
         bad = pod(kubectl, ns, "bad")
         assert bad is not None
         assert bad["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
@@ -109,7 +102,8 @@ def test_restart_policies_and_config_errors(kubectl: KubectlFn, namespace: str, 
         wait_for(
             "CreateContainerConfigError",
             lambda: waiting_reason() == "CreateContainerConfigError",
-            runner.tail,
+            timeout=30,
+            detail=runner.tail,
         )
         assert phase(kubectl, ns, "flaky") == "Pending"
         kubectl("create", "secret", "generic", "later", "--from-literal=token=t", "-n", ns)
@@ -122,11 +116,15 @@ def test_restart_policies_and_config_errors(kubectl: KubectlFn, namespace: str, 
                 )
                 >= 1
             ),
-            runner.tail,
+            timeout=30,
+            detail=runner.tail,
         )
         (tmp_path / "mark").touch()
         wait_for(
-            "flaky Succeeded", lambda: phase(kubectl, ns, "flaky") == "Succeeded", runner.tail, timeout=40
+            "flaky Succeeded",
+            lambda: phase(kubectl, ns, "flaky") == "Succeeded",
+            timeout=40,
+            detail=runner.tail,
         )
         logs = (paths.RUN / "podrunner" / ns / "ok" / "main.log").read_text()
         assert "done" in logs
@@ -150,8 +148,9 @@ def test_selector_and_detached_cli(kubectl: KubectlFn, namespace: str) -> None:
     try:
         running = wait_for(
             "picked Running",
-            lambda: phase(kubectl, ns, "picked") == "Running" and pod(kubectl, ns, "picked"),
-            tail,
+            lambda: pod(kubectl, ns, "picked") if phase(kubectl, ns, "picked") == "Running" else None,
+            timeout=30,
+            detail=tail,
         )
         assert running["spec"]["nodeName"] == node
         node_obj = json.loads(kubectl("get", "node", node, "-o", "json").stdout)
@@ -186,11 +185,17 @@ def test_service_account_token_reaches_the_api(kubectl: KubectlFn, namespace: st
     wait_for(
         "default ServiceAccount",
         lambda: kubectl("get", "serviceaccount", "default", "-n", ns, check=False).returncode == 0,
-        lambda: "",
+        timeout=30,
+        detail=lambda: "",
     )
     with harness.running(ns, log_dir=tmp_path) as runner:
         kubectl("apply", "-n", ns, "-f", "-", input=bare_pod("whoami", WHOAMI, policy="Never"))
-        wait_for("whoami Succeeded", lambda: phase(kubectl, ns, "whoami") == "Succeeded", runner.tail)
+        wait_for(
+            "whoami Succeeded",
+            lambda: phase(kubectl, ns, "whoami") == "Succeeded",
+            timeout=30,
+            detail=runner.tail,
+        )
     log = (paths.RUN / "podrunner" / ns / "whoami" / "main.log").read_text()
     assert f"user: system:serviceaccount:{ns}:default" in log
 
@@ -223,7 +228,10 @@ def test_kube_scheduler_binds_tolerating_pods(kubectl: KubectlFn, namespace: str
     kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(pod_obj))
     with harness.running(ns, node=node, extra=["--scheduler"], log_dir=tmp_path) as runner:
         wait_for(
-            "writer Succeeded", lambda: phase(kubectl, ns, "writer") == "Succeeded", runner.tail, timeout=60
+            "writer Succeeded",
+            lambda: phase(kubectl, ns, "writer") == "Succeeded",
+            timeout=60,
+            detail=runner.tail,
         )
     writer = pod(kubectl, ns, "writer")
     assert writer is not None and writer["spec"]["nodeName"] == node

@@ -16,14 +16,16 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from batondev.paths import REPO
 
+from baton.testing import wait_for
 from tests.conftest import Kube
-from tests.integration.test_operator_harness import (
+from tests.support.helm import Helm, failed_create_events, pods_of
+from tests.support.operator import (
     BATON,
     KubectlFn,
     apply,
@@ -33,35 +35,11 @@ from tests.integration.test_operator_harness import (
     mark_pods_ready,
     service_account_kubeconfig,
     try_get_json,
-    wait_for,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "baton"
 
 pytestmark = pytest.mark.integration
-
-
-@dataclass(frozen=True)
-class Helm:
-    kube: Kube
-
-    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        out = subprocess.run(
-            [str(self.kube.helm), f"--kubeconfig={self.kube.kubeconfig}", *args],
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        if check and out.returncode != 0:
-            raise AssertionError(f"helm {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")
-        return out
-
-    def install(self, release: str, namespace: str, *sets: str) -> str:
-        """`helm install` (no --wait: the Pods never run here); returns the NOTES."""
-        install_flags = [f"--set={s}" if not s.startswith("--") else s for s in sets]
-        out = self("install", release, str(CHART), "-n", namespace, *install_flags, "--timeout=120s")
-        return out.stdout
 
 
 @pytest.fixture
@@ -91,19 +69,6 @@ def operator_args_from_deployment(deployment: dict[str, Any], health_port: int) 
     return [
         f"--liveness=http://127.0.0.1:{health_port}/healthz" if a.startswith("--liveness=") else a
         for a in args
-    ]
-
-
-def pods_of(kubectl: KubectlFn, namespace: str, selector: str) -> list[dict[str, Any]]:
-    return list(get_json(kubectl, "pods", "-n", namespace, "-l", selector)["items"])
-
-
-def failed_create_events(kubectl: KubectlFn, namespace: str) -> list[str]:
-    events = get_json(kubectl, "events", "-n", namespace)["items"]
-    return [
-        f"{e['involvedObject']['kind']}/{e['involvedObject']['name']}: {e['message']}"
-        for e in events
-        if e.get("reason") == "FailedCreate"
     ]
 
 

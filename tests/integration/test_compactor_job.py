@@ -19,6 +19,7 @@ import pytest
 from batondev import kafka as stack_kafka
 from batondev import objectstore
 from batondev import spark as spark_jars
+from batondev.paths import CLICK_COUNTER
 from click.testing import CliRunner
 from confluent_kafka import Producer
 from pyarrow import fs as pafs
@@ -31,13 +32,13 @@ from baton.compactor.session import session
 from baton.operator.builders import desired_objects
 from baton.operator.builders.env import SASL_PASSWORD_VAR, SASL_USERNAME_VAR
 from baton.operator.spec import StreamApp
-from baton.worker import snapshot, snapshot_fs
+from baton.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
 from baton.worker.config import env_var
-from baton.worker.snapshot_fs import S3Settings
-from baton.worker.stores import RocksDBStore
-from baton.worker.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
+from baton.worker.state import snapshot, snapshot_fs
+from baton.worker.state.snapshot_uri import S3Settings
+from baton.worker.state.stores import RocksDBStore
 from tests.conftest import Kube
-from tests.integration.test_operator_harness import (
+from tests.support.operator import (
     KubectlFn,
     apply,
     example_manifest,
@@ -45,11 +46,10 @@ from tests.integration.test_operator_harness import (
     install_crds,
     service_account_kubeconfig,
 )
-from tests.integration.test_security_scram import SECRET, app_with_secret, scram
+from tests.support.scram import SECRET, app_with_secret, scram
 
 pytestmark = pytest.mark.integration
 
-EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "click_counter.py")
 STORE = "user-counts-store"
 PARTITIONS = 4
 
@@ -74,7 +74,7 @@ def spark() -> Iterator[Any]:
     spark_session = session(master, spark_jars.jars(), app_name="baton-compactor-tests", conf=conf)
     assert spark_session.sparkContext.master == master
     jsc = spark_session.sparkContext._jsc.sc()  # block managers: the driver's and each executor's
-    wait_for(lambda: jsc.getExecutorMemoryStatus().size() >= 3, 60, "two executors and the driver")
+    wait_for("two executors and the driver", lambda: jsc.getExecutorMemoryStatus().size() >= 3, 60)
     yield spark_session
     spark_session.stop()
     for key, value in saved.items():
@@ -139,7 +139,7 @@ class App:
 
     def worker(self, state: str, env: dict[str, str] | None = None) -> WorkerProcess:
         return WorkerProcess(
-            EXAMPLE,
+            CLICK_COUNTER,
             bootstrap=self.bootstrap,
             application_id=self.app_id,
             state_dir=self.tmp / state,
@@ -154,7 +154,9 @@ class App:
         self.expected.update(k.decode() for k, _ in batch)
         if produce_input:
             produce(self.bootstrap, self.clicks, batch)
-        wait_for(lambda: self.sink() == dict(self.expected), 90, f"{self.app_id}: counts never matched", 1)
+        wait_for(
+            f"{self.app_id}: counts never matched", lambda: self.sink() == dict(self.expected), 90, every=1
+        )
 
     def sink(self) -> dict[str, int]:
         return {
@@ -329,7 +331,7 @@ def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app( 
         "--bootstrap-servers",
         kafka_bootstrap,
         "--topology",
-        EXAMPLE,
+        str(CLICK_COUNTER),
         "--fail-on-findings",
         "--streamapp",
         f"{namespace}/click-counter",
@@ -536,7 +538,7 @@ def test_an_incremental_run_merges_new_updates_and_deletes_into_the_previous_sna
     a = app.worker("a").start()
     a.wait_ready()
     app.send(users * 3)
-    wait_for(lambda: len(read_all(kafka_bootstrap, app.changelog)) >= 60, 60, "changelog of 60 updates")
+    wait_for("changelog of 60 updates", lambda: len(read_all(kafka_bootstrap, app.changelog)) >= 60, 60)
     assert a.stop() == 0
     first = run(spark, JobConfig(kafka_bootstrap, [app.app_id], root))
     assert (first["summary"]["records_read"], first["summary"]["live_keys"]) == (60, 20)
@@ -546,7 +548,7 @@ def test_an_incremental_run_merges_new_updates_and_deletes_into_the_previous_sna
     a.wait_ready()
     app.send(users[:5], reset=True)
     app.send(users[10:])
-    wait_for(lambda: len(read_all(kafka_bootstrap, app.changelog)) >= 75, 60, "15 more changelog records")
+    wait_for("15 more changelog records", lambda: len(read_all(kafka_bootstrap, app.changelog)) >= 75, 60)
     assert a.stop() == 0
     second = run(spark, JobConfig(kafka_bootstrap, [app.app_id], root))
     summary = second["summary"]
@@ -597,7 +599,7 @@ def test_a_snapshot_older_than_the_tombstone_horizon_never_resurrects_a_deleted_
     a = worker("a").start()
     a.wait_ready()
     send(users * 3)
-    wait_for(lambda: len(read_all(kafka_bootstrap, changelog)) >= 30, 60, "changelog of 30 updates")
+    wait_for("changelog of 30 updates", lambda: len(read_all(kafka_bootstrap, changelog)) >= 30, 60)
     assert a.stop() == 0
     run(spark, JobConfig(kafka_bootstrap, [app_id], root, keep=1))
     snaps = [snapshot.newest(root, app_id, STORE, p) for p in range(2)]
@@ -612,7 +614,7 @@ def test_a_snapshot_older_than_the_tombstone_horizon_never_resurrects_a_deleted_
         records = read_all(kafka_bootstrap, changelog)
         return bool(records) and not any(r.value is None for r in records)
 
-    wait_for(tombstones_cleaned, 120, "the log cleaner to drop the tombstones", 1)
+    wait_for("the log cleaner to drop the tombstones", tombstones_cleaned, 120, every=1)
     assert a.stop() == 0
     remaining = {r.key for r in read_all(kafka_bootstrap, changelog)}
     assert not {u.encode() for u in users[:5]} & remaining, "the deletes left no trace in the changelog"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_operator_harness import KubectlFn, example_manifest, install_crds
+from tests.support.operator import KubectlFn, example_manifest, install_crds
 
 pytestmark = pytest.mark.integration
 

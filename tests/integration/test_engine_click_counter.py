@@ -9,12 +9,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from batondev.paths import CLICK_COUNTER
 
-from baton.worker.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
+from baton.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
 
 pytestmark = pytest.mark.integration
-
-EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "click_counter.py")
 
 
 def clicks(n: int, users: int, seed: int) -> tuple[list[tuple[bytes, bytes]], Counter[str]]:
@@ -42,7 +41,7 @@ def test_click_counter_100k_events_two_workers_exact(
     env = {"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink}
     workers = [
         WorkerProcess(
-            EXAMPLE,
+            CLICK_COUNTER,
             bootstrap=kafka_bootstrap,
             application_id=unique_name,
             state_dir=tmp_path / f"s{i}",
@@ -54,15 +53,15 @@ def test_click_counter_100k_events_two_workers_exact(
     ]
     # both in the group, four tasks each, before the input arrives (one worker alone would take ~1 s for all)
     wait_for(
+        "the two workers never split the 8 partitions",
         lambda: all(
             w.alive and w.http("/readyz")[0] == 200 and w.metric("baton_tasks") == 4 for w in workers
         ),
         60,
-        "the two workers never split the 8 partitions",
-        interval=0.5,
+        every=0.5,
     )
     produce(kafka_bootstrap, source, records)
-    wait_for(lambda: counts_match(kafka_bootstrap, sink, expected), 120, "counts never matched", interval=2)
+    wait_for("counts never matched", lambda: counts_match(kafka_bootstrap, sink, expected), 120, every=2)
     processed = sum(w.metric("baton_records_consumed_total") for w in workers)
     assert processed == 100_000  # split across both workers, each record processed once
     assert all(w.metric("baton_records_consumed_total") > 0 for w in workers)

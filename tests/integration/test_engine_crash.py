@@ -13,12 +13,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+from batondev.paths import CLICK_COUNTER
 
-from baton.worker.testing import WorkerProcess, produce, read_all, wait_for
+from baton.testing import WorkerProcess, produce, read_all, wait_for
 
 pytestmark = pytest.mark.integration
 
-EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "click_counter.py")
 EVENTS = 40_000
 USERS = 200
 KILLS = 6
@@ -48,7 +48,7 @@ def _run_with_kills(
     env = {"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink}
     workers = [
         WorkerProcess(
-            EXAMPLE,
+            CLICK_COUNTER,
             bootstrap=bootstrap,
             application_id=app,
             state_dir=tmp_path / f"s{i}",
@@ -95,7 +95,7 @@ def _run_with_kills(
             )
             return seq if done else None
 
-        result = wait_for(final, 180, "output never converged", interval=2)
+        result = wait_for("output never converged", final, 180, every=2)
         assert kills >= 5
         return result
     finally:

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+from batondev.paths import CLICK_COUNTER
 
-from baton.worker.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
+from baton.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
 
 pytestmark = pytest.mark.integration
 
-EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "click_counter.py")
 
 BAD = [
     b"{not json",
@@ -46,7 +46,7 @@ def test_bad_records_go_to_the_dlq_with_headers_and_processing_continues(
     records, expected, injected = _input()
     produce(kafka_bootstrap, source, records)
     w = WorkerProcess(
-        EXAMPLE,
+        CLICK_COUNTER,
         bootstrap=kafka_bootstrap,
         application_id=unique_name,
         state_dir=tmp_path / "s",
@@ -59,7 +59,7 @@ def test_bad_records_go_to_the_dlq_with_headers_and_processing_continues(
             latest = latest_by_key(read_all(kafka_bootstrap, sink))
             return {k.decode(): int(v) for k, v in latest.items() if k and v} == dict(expected)
 
-        wait_for(counted, 60, "valid records were not all counted", 1)
+        wait_for("valid records were not all counted", counted, 60, every=1)
         dead = read_all(kafka_bootstrap, f"{unique_name}-dlq")
         assert len(dead) == len(injected) == 30
         assert sorted(r.value or b"" for r in dead) == sorted(injected)
@@ -87,7 +87,7 @@ def test_fail_handler_stops_the_worker_on_a_bad_record(
         kafka_bootstrap, source, [(b"u1", orjson.dumps({"user_id": "u1", "timestamp": 1})), (b"u1", b"{oops")]
     )
     w = WorkerProcess(
-        EXAMPLE,
+        CLICK_COUNTER,
         bootstrap=kafka_bootstrap,
         application_id=unique_name,
         state_dir=tmp_path / "s",

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import orjson
 import pytest
+from batondev.paths import FIXTURES
 
-from baton.worker.testing import WorkerProcess, produce, read_all, wait_for
+from baton.testing import WorkerProcess, produce, read_all, wait_for
 
 pytestmark = pytest.mark.integration
 
-TOPOLOGY = str(Path(__file__).resolve().parents[1] / "fixtures" / "padded_click_counter.py")
+TOPOLOGY = str(FIXTURES / "padded_click_counter.py")
 
 
 def _clicks() -> tuple[list[tuple[bytes, bytes]], int]:
@@ -51,8 +52,12 @@ def test_refused_output_goes_to_the_dlq_and_the_rest_is_exact(
     try:
         dlq = f"{unique_name}-dlq"
         users = {f"u{i}".encode() for i in range(12)}
-        wait_for(lambda: worker.alive and read_all(kafka_bootstrap, dlq), 90, "nothing reached the DLQ", 1)
-        wait_for(lambda: {r.key for r in read_all(kafka_bootstrap, sink)} >= users, 60, "counts missing", 1)
+        wait_for(
+            "nothing reached the DLQ", lambda: worker.alive and read_all(kafka_bootstrap, dlq), 90, every=1
+        )
+        wait_for(
+            "counts missing", lambda: {r.key for r in read_all(kafka_bootstrap, sink)} >= users, 60, every=1
+        )
         dead = read_all(kafka_bootstrap, dlq)
         # the write cache sends one count per key and commit: each refused count is one dead letter,
         # whose headers name the input record that last updated it (always a click of big1)

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from batondev.paths import CLICK_COUNTER
 
-from baton.worker.testing import WorkerProcess, end_offsets, latest_by_key, produce, read_all, wait_for
+from baton.testing import WorkerProcess, end_offsets, latest_by_key, produce, read_all, wait_for
 
 pytestmark = pytest.mark.integration
-
-EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "click_counter.py")
 
 
 def _batch(start: int, n: int, users: int) -> list[tuple[bytes, bytes]]:
@@ -43,7 +42,7 @@ def test_restore_replays_only_the_tail_and_everything_after_a_wipe(
 
     def worker(state: str, log: str) -> WorkerProcess:
         return WorkerProcess(
-            EXAMPLE,
+            CLICK_COUNTER,
             bootstrap=kafka_bootstrap,
             application_id=unique_name,
             state_dir=tmp_path / state,
@@ -58,7 +57,10 @@ def test_restore_replays_only_the_tail_and_everything_after_a_wipe(
         assignment after a restart can be empty (ready, no tasks yet), so readiness alone is not it."""
         w.wait_ready()
         wait_for(
-            lambda: w.restored() >= want, 60, f"{w.log_path.name}: restored {w.restored()} of {want}", 0.2
+            f"{w.log_path.name}: restored {w.restored()} of {want}",
+            lambda: w.restored() >= want,
+            60,
+            every=0.2,
         )
         return w.restored()
 
@@ -66,7 +68,9 @@ def test_restore_replays_only_the_tail_and_everything_after_a_wipe(
         batch = _batch(start, n, users)
         expected.update(k.decode() for k, _ in batch)
         produce(kafka_bootstrap, source, batch)
-        wait_for(lambda: _counts(kafka_bootstrap, sink) == dict(expected), 60, "counts never matched", 1)
+        wait_for(
+            "counts never matched", lambda: _counts(kafka_bootstrap, sink) == dict(expected), 60, every=1
+        )
 
     # 1. worker A processes 3,000 events from empty state: nothing to restore
     a = worker("a", "a.log").start()

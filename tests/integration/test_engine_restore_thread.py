@@ -15,10 +15,10 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Producer
 
+from baton.testing import wait_for
 from baton.worker.naming import TaskId
-from baton.worker.restore import RestoreJob, Restorer, TaskRestore
-from baton.worker.stores import MemoryStore
-from baton.worker.testing import wait_for
+from baton.worker.state.restore import RestoreJob, Restorer, TaskRestore
+from baton.worker.state.stores import MemoryStore
 
 pytestmark = pytest.mark.integration
 
@@ -56,13 +56,13 @@ def test_a_paused_standby_promoted_to_active_finishes_its_restore(
         # a standby placed while an active task restores is paused before it ever fetches...
         restorer.add(restore(small, standby=True, store=standby_store))
         restorer.add(restore(big, standby=False, store=MemoryStore()))
-        wait_for(lambda: (changelog, 1) in restorer._paused, 30, "the standby was never paused")
+        wait_for("the standby was never paused", lambda: (changelog, 1) in restorer._paused, 30)
         assert not ready[big].is_set(), "the active restore ended before the standby was paused"
         # ...and promoted while paused: removed, then restored as an active task from its copy
         restorer.remove(small)
         restorer.add(restore(small, standby=False, store=standby_store))
-        wait_for(ready[small].is_set, 30, "the promoted standby never finished its restore")
-        wait_for(ready[big].is_set, 30, "the active restore never finished")
+        wait_for("the promoted standby never finished its restore", ready[small].is_set, 30)
+        wait_for("the active restore never finished", ready[big].is_set, 30)
         assert restorer.error is None
         assert len(list(standby_store.items())) == 2000
     finally:

@@ -10,13 +10,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from baton.worker.testing import WorkerProcess, produce, read_all, wait_for
+from baton.testing import WorkerProcess, produce, read_all, wait_for
 
 pytestmark = pytest.mark.integration
 
 TOPOLOGY = """
 import os
-from baton.worker import JSON, STR, Topology, hopping, tumbling
+from baton import JSON, STR, Topology, hopping, tumbling
 
 topology = Topology()
 clicks = topology.stream(os.environ["IN"], key=STR, value=JSON)
@@ -72,7 +72,7 @@ def test_windowed_count_replayed_from_the_start_gives_the_same_output(
                     seq.setdefault(r.key.decode(), []).append(int(r.value))
                 return seq if {k: v[-1] for k, v in seq.items()} == dict(expected) else None
 
-            return wait_for(sequences, 90, f"run {run_id} never produced the expected windows", 1)
+            return wait_for(f"run {run_id} never produced the expected windows", sequences, 90, every=1)
         finally:
             assert w.stop() == 0
 

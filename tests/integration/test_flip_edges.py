@@ -13,16 +13,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from batondev.paths import FIXTURES, REPO
 
 from baton.control.channel import ControlReader, ControlWriter, control_topic
 from baton.control.coordinator import FlipResult, flip
 from baton.control.messages import Abort, Prepare
-from baton.worker.testing import SteadyInput, WorkerProcess, wait_for
-from tests.integration.test_flip_exact import TOPOLOGY, _assert_exact, _latest, _running
+from baton.testing import SteadyInput, WorkerProcess, wait_for
+from tests.support.flips import TOPOLOGY, assert_exact, latest_counts, running_colors
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -36,7 +35,7 @@ def test_rebuild_of_the_idle_color_after_flips_emits_no_history_again(
     """Hole 1: the rebuilt idle color (new application id, empty state, input from offset 0)
     replays all history silently, catches up, and can then be flipped to, exactly."""
     base, clicks, counts = app
-    with _running(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=1) as workers:
+    with running_colors(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=1) as workers:
         with SteadyInput(kafka_bootstrap, clicks, rate=300) as steady:
             time.sleep(2)
             for to in ("green", "blue", "green"):
@@ -69,10 +68,10 @@ def test_rebuild_of_the_idle_color_after_flips_emits_no_history_again(
                 raise
         sent = steady.sent
         try:
-            wait_for(lambda: _latest(kafka_bootstrap, counts) == dict(sent), 120, "final counts")
+            wait_for("final counts", lambda: latest_counts(kafka_bootstrap, counts) == dict(sent), 120)
         finally:
             rebuilt.stop()
-        _assert_exact(kafka_bootstrap, counts, sent)
+        assert_exact(kafka_bootstrap, counts, sent)
 
 
 def test_quick_re_flips_while_the_old_active_drains_lose_nothing(
@@ -81,8 +80,8 @@ def test_quick_re_flips_while_the_old_active_drains_lose_nothing(
     """Hole 2: blue is far behind when the flip to green commits; flipping back at once must
     be refused until blue has drained (before the fix, blue's backlog was emitted by nobody)."""
     base, clicks, counts = app
-    slow = str(REPO / "tests" / "fixtures" / "slow_click_counter.py")
-    with _running(
+    slow = str(FIXTURES / "slow_click_counter.py")
+    with running_colors(
         tmp_path,
         kafka_bootstrap,
         base,
@@ -109,8 +108,8 @@ def test_quick_re_flips_while_the_old_active_drains_lose_nothing(
             assert refused and all("is still draining" in r.reason for r in refused), refused[:2]
             time.sleep(1)
         sent = steady.sent
-        wait_for(lambda: _latest(kafka_bootstrap, counts) == dict(sent), 180, "final counts")
-        _assert_exact(kafka_bootstrap, counts, sent)
+        wait_for("final counts", lambda: latest_counts(kafka_bootstrap, counts) == dict(sent), 180)
+        assert_exact(kafka_bootstrap, counts, sent)
 
 
 def test_partitions_moving_during_flips_keep_output_exact(
@@ -122,7 +121,7 @@ def test_partitions_moving_during_flips_keep_output_exact(
     before it touches the partitions."""
     base, clicks, counts = app
     quick = {"BATON_KAFKA_CONFIG": '{"consumer.session.timeout.ms": "6000"}'}
-    with _running(
+    with running_colors(
         tmp_path,
         kafka_bootstrap,
         base,
@@ -147,8 +146,8 @@ def test_partitions_moving_during_flips_keep_output_exact(
                 time.sleep(2)
         sent = steady.sent
         assert [o.committed for o in outcomes] == [True, True], outcomes
-        wait_for(lambda: _latest(kafka_bootstrap, counts) == dict(sent), 180, "final counts")
-        _assert_exact(kafka_bootstrap, counts, sent)
+        wait_for("final counts", lambda: latest_counts(kafka_bootstrap, counts) == dict(sent), 180)
+        assert_exact(kafka_bootstrap, counts, sent)
         survivor = workers["blue"][0]
         generations = {
             line.get("generation")
@@ -165,7 +164,7 @@ def test_a_prepare_nobody_decides_is_aborted_by_the_paused_workers(
     own clocks by writing an Abort (no wall clock is compared across machines), resume, and
     the next flip works."""
     base, clicks, counts = app
-    with _running(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=1):
+    with running_colors(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=1):
         with SteadyInput(kafka_bootstrap, clicks, rate=200) as steady:
             time.sleep(2)
             topic = control_topic(base)
@@ -181,7 +180,7 @@ def test_a_prepare_nobody_decides_is_aborted_by_the_paused_workers(
                     aborts.extend(m for m in reader.poll(0.2) if isinstance(m, Abort))
                     return bool(aborts)
 
-                wait_for(heard_abort, 60, "a worker's abort of the orphaned prepare")
+                wait_for("a worker's abort of the orphaned prepare", heard_abort, 60)
             finally:
                 reader.close()
             assert aborts[0].epoch == 1 and "heard no decision" in aborts[0].reason
@@ -189,8 +188,8 @@ def test_a_prepare_nobody_decides_is_aborted_by_the_paused_workers(
             assert result.committed and result.epoch == 2, result
             time.sleep(1.5)
         sent = steady.sent
-        wait_for(lambda: _latest(kafka_bootstrap, counts) == dict(sent), 120, "final counts")
-        _assert_exact(kafka_bootstrap, counts, sent)
+        wait_for("final counts", lambda: latest_counts(kafka_bootstrap, counts) == dict(sent), 120)
+        assert_exact(kafka_bootstrap, counts, sent)
 
 
 def test_a_topology_that_cannot_be_spliced_refuses_flips_with_its_reason(
@@ -206,7 +205,7 @@ def test_a_topology_that_cannot_be_spliced_refuses_flips_with_its_reason(
     )
     env = {"CLICKS_A": a, "CLICKS_B": b}
     topology = str(REPO / "tests" / "fixtures" / "copartitioned_counter.py")
-    with _running(
+    with running_colors(
         tmp_path,
         kafka_bootstrap,
         base,

@@ -8,89 +8,20 @@ record by record, after flips back and forth while input keeps arriving.
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import orjson
 import pytest
+from batondev.paths import FIXTURES
 
-from baton.control.channel import control_topic
 from baton.control.coordinator import FlipResult, flip
 from baton.control.messages import Color
-from baton.worker.testing import SteadyInput, WorkerProcess, read_all, wait_for
+from baton.testing import SteadyInput, wait_for
+from tests.support.flips import assert_exact, latest_counts, running_colors
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
-TOPOLOGY = str(REPO / "examples" / "click_counter.py")
-
-
-@contextlib.contextmanager
-def _running(  # noqa: PLR0917
-    tmp: Path,
-    bootstrap: str,
-    base: str,
-    clicks: str,
-    counts: str,
-    per_color: int,
-    topology: str = TOPOLOGY,
-    color_env: dict[Color, dict[str, str]] | None = None,
-) -> Iterator[dict[Color, list[WorkerProcess]]]:
-    """Workers of both colors, started and ready for the block, stopped after it."""
-    out: dict[Color, list[WorkerProcess]] = {"blue": [], "green": []}
-    for color in ("blue", "green"):
-        for i in range(per_color):
-            env = {
-                "CLICKS_TOPIC": clicks,
-                "COUNTS_TOPIC": counts,
-                "BATON_COLOR": color,
-                "BATON_CONTROL_TOPIC": control_topic(base),
-                **(color_env or {}).get(color, {}),
-            }
-            out[color].append(
-                WorkerProcess(
-                    topology,
-                    bootstrap=bootstrap,
-                    application_id=f"{base}-{color}",
-                    state_dir=tmp / f"{color}-{i}",
-                    log_path=tmp / f"{color}-{i}.log",
-                    instance_id=f"{base}-{color}-{i}",
-                    env=env,
-                    extra_args=["--no-write-cache"],
-                ).start()
-            )
-    workers = out["blue"] + out["green"]
-    try:
-        for w in workers:
-            w.wait_ready(120)
-        yield out
-    finally:
-        for w in workers:
-            w.stop()
-
-
-def _assert_exact(bootstrap: str, counts_topic: str, sent: collections.Counter[str]) -> int:
-    """Each user's output is 1..n in order: nothing lost, nothing duplicated, nothing reordered."""
-    per_key: dict[str, list[int]] = collections.defaultdict(list)
-    for rec in read_all(bootstrap, counts_topic):
-        assert rec.key is not None and rec.value is not None
-        per_key[rec.key.decode()].append(int(orjson.loads(rec.value)))
-    assert set(per_key) == set(sent)
-    for user, n in sent.items():
-        seq = per_key[user]
-        if seq != list(range(1, n + 1)):
-            dupes = [c for c, k in collections.Counter(seq).items() if k > 1]
-            lost = sorted(set(range(1, n + 1)) - set(seq))
-            raise AssertionError(
-                f"{user}: {len(seq)} outputs for {n} inputs; duplicated {dupes[:10]}, "
-                f"lost {lost[:10]}, first disorder at "
-                f"{next((i for i in range(1, len(seq)) if seq[i] <= seq[i - 1]), None)}"
-            )
-    return sum(len(v) for v in per_key.values())
 
 
 @pytest.fixture
@@ -102,7 +33,7 @@ def test_five_flips_under_steady_input_are_exact(
     kafka_bootstrap: str, app: tuple[str, str, str], tmp_path: Path
 ) -> None:
     base, clicks, counts = app
-    with _running(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=1):
+    with running_colors(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=1):
         results: list[FlipResult] = []
         with SteadyInput(kafka_bootstrap, clicks, rate=400) as steady:
             time.sleep(3)
@@ -115,8 +46,8 @@ def test_five_flips_under_steady_input_are_exact(
         sent = steady.sent
         expected_total = sum(sent.values())
 
-        wait_for(lambda: _latest(kafka_bootstrap, counts) == dict(sent), 120, "final counts")
-        assert _assert_exact(kafka_bootstrap, counts, sent) == expected_total
+        wait_for("final counts", lambda: latest_counts(kafka_bootstrap, counts) == dict(sent), 120)
+        assert assert_exact(kafka_bootstrap, counts, sent) == expected_total
         assert [r.to for r in results] == ["green", "blue", "green", "blue", "green"]
         assert all(len(r.cut) == 4 for r in results)
 
@@ -125,7 +56,7 @@ def test_flip_aborts_when_a_color_is_down_and_old_active_keeps_emitting(
     kafka_bootstrap: str, app: tuple[str, str, str], tmp_path: Path
 ) -> None:
     base, clicks, counts = app
-    with _running(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=1) as workers:
+    with running_colors(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=1) as workers:
         workers["green"][0].stop()
         result = flip(kafka_bootstrap, base, "green", deadline_s=5)
         assert not result.committed
@@ -134,16 +65,10 @@ def test_flip_aborts_when_a_color_is_down_and_old_active_keeps_emitting(
         with SteadyInput(kafka_bootstrap, clicks, rate=200) as steady:
             time.sleep(2)
         sent = steady.sent
-        wait_for(lambda: _latest(kafka_bootstrap, counts) == dict(sent), 90, "counts after the aborted flip")
-        _assert_exact(kafka_bootstrap, counts, sent)
-
-
-def _latest(bootstrap: str, topic: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for rec in read_all(bootstrap, topic):
-        if rec.key is not None and rec.value is not None:
-            out[rec.key.decode()] = int(orjson.loads(rec.value))
-    return out
+        wait_for(
+            "counts after the aborted flip", lambda: latest_counts(kafka_bootstrap, counts) == dict(sent), 90
+        )
+        assert_exact(kafka_bootstrap, counts, sent)
 
 
 def test_new_active_ahead_holds_until_old_active_drained(
@@ -152,8 +77,8 @@ def test_new_active_ahead_holds_until_old_active_drained(
     """Blue (active) is slower than the input, so green is ahead at the flip: green must wait for
     blue to emit up to the cut before it emits itself, or per-key order would break."""
     base, clicks, counts = app
-    slow = str(REPO / "tests" / "fixtures" / "slow_click_counter.py")
-    with _running(
+    slow = str(FIXTURES / "slow_click_counter.py")
+    with running_colors(
         tmp_path,
         kafka_bootstrap,
         base,
@@ -166,7 +91,7 @@ def test_new_active_ahead_holds_until_old_active_drained(
         blue, green = workers["blue"][0], workers["green"][0]
         with SteadyInput(kafka_bootstrap, clicks, rate=300) as steady:
             # blue handles <100 records/s of 300/s, so after 4 s it is ~800 records behind green.
-            # Its batches shrink to ~0.1 s of work (baton/worker/batching.py), so it sees the
+            # Its batches shrink to ~0.1 s of work (baton/worker/runtime/batching.py), so it sees the
             # prepare at once and reports a position well behind green's: green holds at the cut
             # while blue drains the backlog, about 8 s.
             time.sleep(4)
@@ -175,8 +100,8 @@ def test_new_active_ahead_holds_until_old_active_drained(
         assert result.committed, result.reason
         assert result.pending, "green was not ahead of blue on any partition: the test did not test the hold"
         sent = steady.sent
-        wait_for(lambda: _latest(kafka_bootstrap, counts) == dict(sent), 180, "final counts")
-        _assert_exact(kafka_bootstrap, counts, sent)
+        wait_for("final counts", lambda: latest_counts(kafka_bootstrap, counts) == dict(sent), 180)
+        assert_exact(kafka_bootstrap, counts, sent)
         assert any(
             line.get("msg") == "holding at the cut until the old active drains" for line in green.logs()
         )
@@ -189,7 +114,7 @@ def test_worker_killed_during_flip_keeps_output_exact(
     kafka_bootstrap: str, app: tuple[str, str, str], tmp_path: Path
 ) -> None:
     base, clicks, counts = app
-    with _running(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=2) as workers:
+    with running_colors(tmp_path, kafka_bootstrap, base, clicks, counts, per_color=2) as workers:
         outcomes: list[FlipResult] = []
         with SteadyInput(kafka_bootstrap, clicks, rate=300) as steady:
             time.sleep(2)
@@ -206,5 +131,5 @@ def test_worker_killed_during_flip_keeps_output_exact(
                 time.sleep(2)
         sent = steady.sent
         assert len(outcomes) == 2
-        wait_for(lambda: _latest(kafka_bootstrap, counts) == dict(sent), 180, "final counts")
-        _assert_exact(kafka_bootstrap, counts, sent)
+        wait_for("final counts", lambda: latest_counts(kafka_bootstrap, counts) == dict(sent), 180)
+        assert_exact(kafka_bootstrap, counts, sent)

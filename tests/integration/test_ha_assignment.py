@@ -20,14 +20,14 @@ from pathlib import Path
 
 import orjson
 import pytest
+from batondev.paths import CLICK_COUNTER, FIXTURES
+from batondev.standbys import describe, labelled_metric, roles
 
-from baton.worker.standby_testing import EXAMPLE, describe, labelled_metric, roles
-from baton.worker.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
+from baton.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
 
 pytestmark = pytest.mark.integration
 
 SESSION_MS = 6000
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _sequences(bootstrap: str, sink: str) -> dict[str, list[int]]:
@@ -50,7 +50,7 @@ def _workers(
     tmp_path: Path,
     env: dict[str, str],
     *extra: str,
-    topology: str = EXAMPLE,
+    topology: str | Path = CLICK_COUNTER,
 ) -> list[WorkerProcess]:
     return [
         WorkerProcess(
@@ -115,7 +115,7 @@ def test_a_zombie_is_fenced_and_the_output_has_no_duplicate(
     try:
         for w in workers:
             w.wait_ready(60)
-        wait_for(lambda: describe(kafka_bootstrap, unique_name, expect_members=3), 60, "group not stable")
+        wait_for("group not stable", lambda: describe(kafka_bootstrap, unique_name, expect_members=3), 60)
         feeder.start()
         time.sleep(3)
         zombie = workers[1]
@@ -124,10 +124,10 @@ def test_a_zombie_is_fenced_and_the_output_has_no_duplicate(
         try:
             # its tasks move while it sleeps: the group is stable with the two others
             wait_for(
+                "the frozen worker's tasks never moved",
                 lambda: describe(kafka_bootstrap, unique_name, expect_members=2),
                 SESSION_MS / 1000 + 20,
-                "the frozen worker's tasks never moved",
-                0.5,
+                every=0.5,
             )
         finally:
             zombie.kill(signal.SIGCONT)
@@ -137,7 +137,7 @@ def test_a_zombie_is_fenced_and_the_output_has_no_duplicate(
             seq = _sequences(kafka_bootstrap, sink)
             return seq if {k: v[-1] for k, v in seq.items()} == dict(expected) else None
 
-        sequences = wait_for(exact, 180, "counts never became exact", 2)
+        sequences = wait_for("counts never became exact", exact, 180, every=2)
         _strictly_increasing(sequences)
         woke = zombie.logs()[before:]
         failed = [
@@ -180,9 +180,9 @@ def test_co_partitioned_inputs_stay_one_task_on_one_member(
 
     def together(members: int) -> None:
         group = wait_for(
+            f"group of {members} not stable",
             lambda: describe(kafka_bootstrap, unique_name, expect_members=members),
             60,
-            f"group of {members} not stable",
         )
         owners: dict[tuple[str, int], str] = {tp: m.identity for m in group for tp in m.partitions}
         assert len(owners) == 12
@@ -206,13 +206,13 @@ def test_co_partitioned_inputs_stay_one_task_on_one_member(
             w.start()
             w.wait_ready(60)
         together(3)
-        wait_for(lambda: all(not roles(w)["warmup"] for w in workers) or None, 60, "warmups never finished")
+        wait_for("warmups never finished", lambda: all(not roles(w)["warmup"] for w in workers) or None, 60)
         feed(600)
         workers[2].kill(signal.SIGKILL)
         workers[2].wait(10)
         together(2)
         feed(600)
-        wait_for(counts_match, 90, "counts of the two inputs never matched", 1)
+        wait_for("counts of the two inputs never matched", counts_match, 90, every=1)
     finally:
         for w in workers:
             if w.alive:
@@ -249,7 +249,10 @@ def test_a_new_member_warms_up_before_it_receives_actives(
             w.wait_ready(60)
         produce(kafka_bootstrap, source, keys)
         wait_for(
-            lambda: len(latest_by_key(read_all(kafka_bootstrap, sink))) == len(keys), 120, "not counted", 1
+            "not counted",
+            lambda: len(latest_by_key(read_all(kafka_bootstrap, sink))) == len(keys),
+            120,
+            every=1,
         )
         newcomer = workers[3].start()
 
@@ -257,15 +260,15 @@ def test_a_new_member_warms_up_before_it_receives_actives(
             got = [x for x in newcomer.logs() if x.get("msg") == "assignment received"]
             return roles(newcomer) if got else None
 
-        first = wait_for(first_roles, 60, "the newcomer never got an assignment")
+        first = wait_for("the newcomer never got an assignment", first_roles, 60)
         assert not first["active"], f"the newcomer got actives before warming up: {first}"
         assert first["warmup"] or first["standby"], first
-        wait_for(lambda: roles(newcomer)["active"] or None, 90, "the newcomer was never meant to own a task")
+        wait_for("the newcomer was never meant to own a task", lambda: roles(newcomer)["active"] or None, 90)
         # the partitions follow one rebalance later (the old owner releases them first)
         starts = wait_for(
+            "the newcomer never started an active task",
             lambda: labelled_metric(newcomer, "baton_task_starts_total") or None,
             60,
-            "the newcomer never started an active task",
         )
         assert starts.get('{kind="restored"}', 0) == 0, f"the newcomer restored a task from scratch: {starts}"
         assert starts.get('{kind="promoted"}', 0) >= 1, starts
@@ -275,6 +278,7 @@ def test_a_new_member_warms_up_before_it_receives_actives(
             [(k, orjson.dumps({"user_id": k.decode(), "timestamp": 1})) for k, _v in keys[:1000]],
         )
         wait_for(
+            "second clicks not counted",
             lambda: (
                 all(
                     int(v or 0) == 2
@@ -284,7 +288,6 @@ def test_a_new_member_warms_up_before_it_receives_actives(
                 or None
             ),
             60,
-            "second clicks not counted",
         )
     finally:
         for w in workers:

@@ -15,10 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from batondev.paths import BENCH
 
 pytestmark = pytest.mark.integration
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def _run(script: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:

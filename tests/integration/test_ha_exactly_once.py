@@ -19,9 +19,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+from batondev.paths import CLICK_COUNTER
 
-from baton.worker.standby_testing import EXAMPLE
-from baton.worker.testing import WorkerProcess, produce, read_all, wait_for
+from baton.testing import WorkerProcess, produce, read_all, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +44,7 @@ def test_counts_stay_exact_across_kills_with_standbys(
         expected[user] += 1
     workers = [
         WorkerProcess(
-            EXAMPLE,
+            CLICK_COUNTER,
             bootstrap=kafka_bootstrap,
             application_id=unique_name,
             state_dir=tmp_path / f"s{i}",
@@ -93,7 +93,7 @@ def test_counts_stay_exact_across_kills_with_standbys(
                 seq.setdefault(r.key.decode(), []).append(int(r.value))
             return seq if {k: v[-1] for k, v in seq.items()} == dict(expected) else None
 
-        sequences = wait_for(final, 180, "counts never became exact", interval=2)
+        sequences = wait_for("counts never became exact", final, 180, every=2)
         for user, counts in sequences.items():  # read_committed output: no count repeats or goes backwards
             assert all(a < b for a, b in itertools.pairwise(counts)), (
                 f"{user} repeated or went backwards: {counts}"

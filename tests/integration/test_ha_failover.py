@@ -23,18 +23,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+from batondev.paths import CLICK_COUNTER
+from batondev.standbys import clicks, describe, hosted_standbys, labelled_metric, owned_tasks
 
 from baton.operator.coverage import read_coverage
+from baton.testing import WorkerProcess, end_offsets, group_committed, produce, read_all, wait_for
 from baton.worker.assignment.model import StandbyCoverage
-from baton.worker.standby_testing import (
-    EXAMPLE,
-    clicks,
-    describe,
-    hosted_standbys,
-    labelled_metric,
-    owned_tasks,
-)
-from baton.worker.testing import WorkerProcess, end_offsets, group_committed, produce, read_all, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +54,7 @@ def test_failover_restores_the_tail_with_a_standby_and_everything_without(  # no
     env = {"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink}
     workers = {
         f"w{i}": WorkerProcess(
-            EXAMPLE,
+            CLICK_COUNTER,
             bootstrap=kafka_bootstrap,
             application_id=unique_name,
             state_dir=tmp_path / f"s{i}",
@@ -82,15 +76,15 @@ def test_failover_restores_the_tail_with_a_standby_and_everything_without(  # no
         for w in workers.values():
             w.wait_ready(60)
         wait_for(
-            lambda: describe(kafka_bootstrap, unique_name, expect_members=members), 60, "group not stable"
+            "group not stable", lambda: describe(kafka_bootstrap, unique_name, expect_members=members), 60
         )
         produce(kafka_bootstrap, source, clicks(0, KEYS))
         ends = end_offsets(kafka_bootstrap, source)
         wait_for(
+            "input not committed",
             lambda: group_committed(kafka_bootstrap, unique_name, source, PARTITIONS) == ends,
             120,
-            "input not committed",
-            0.5,
+            every=0.5,
         )
 
         group = describe(kafka_bootstrap, unique_name, expect_members=members)
@@ -112,7 +106,7 @@ def test_failover_restores_the_tail_with_a_standby_and_everything_without(  # no
                     and all(len(v) == len(hosted[n]) and not any(v.values()) for n, v in lag.items())
                 )
 
-            wait_for(placed, 60, "standbys not placed and caught up", 0.5)
+            wait_for("standbys not placed and caught up", placed, 60, every=0.5)
             holders = {p: name for name, w in workers.items() for p in hosted_standbys(w)}
             assert all(holders[p] != victim for p in moved)
         # what the operator shows (status.standbys), read from the group on the broker: the group
@@ -134,7 +128,7 @@ def test_failover_restores_the_tail_with_a_standby_and_everything_without(  # no
         def resumed() -> bool:
             return late_keys <= {r.key for r in read_all(kafka_bootstrap, sink, start=ends)}
 
-        wait_for(resumed, 90, "the dead worker's partitions did not resume", 1)
+        wait_for("the dead worker's partitions did not resume", resumed, 90, every=1)
         if standbys:
             after_kill = read_coverage(client, unique_name)
             assert after_kill is not None and after_kill.with_standby == PARTITIONS, after_kill

@@ -16,9 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from batondev.paths import CLICK_COUNTER
+from batondev.standbys import clicks, describe, hosted_standbys, owned_tasks
 
-from baton.worker.standby_testing import EXAMPLE, clicks, describe, hosted_standbys, owned_tasks
-from baton.worker.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
+from baton.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +49,7 @@ def test_restart_within_the_session_timeout_moves_nothing(
     env = {"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink}
     workers = {
         f"w{i}": WorkerProcess(
-            EXAMPLE,
+            CLICK_COUNTER,
             bootstrap=kafka_bootstrap,
             application_id=unique_name,
             state_dir=tmp_path / f"s{i}",
@@ -84,14 +85,14 @@ def test_restart_within_the_session_timeout_moves_nothing(
         for w in workers.values():
             w.wait_ready(60)
         members = wait_for(
-            lambda: describe(kafka_bootstrap, unique_name, expect_members=3), 60, "group unstable"
+            "group unstable", lambda: describe(kafka_bootstrap, unique_name, expect_members=3), 60
         )
         owned = owned_tasks(members)
         wait_for(
-            lambda: sum(len(hosted_standbys(w)) for w in workers.values()) == 8, 60, "standbys not placed"
+            "standbys not placed", lambda: sum(len(hosted_standbys(w)) for w in workers.values()) == 8, 60
         )
         feed(0, 3000)
-        wait_for(counts_match, 60, "counts never matched", 1)
+        wait_for("counts never matched", counts_match, 60, every=1)
 
         for name, sig in (("w1", signal.SIGKILL), ("w2", signal.SIGTERM)):
             others = {n: w for n, w in workers.items() if n != name}
@@ -105,7 +106,7 @@ def test_restart_within_the_session_timeout_moves_nothing(
             assert _assigned(victim) == owned[name]  # its own partitions, back without a rebalance
             assert victim.restored() == 0  # its stores are intact in its state dir: nothing to replay
             feed(3000 if name == "w1" else 6000, 3000)  # work flows through every member again
-            wait_for(counts_match, 60, "counts never matched after the restart", 1)
+            wait_for("counts never matched after the restart", counts_match, 60, every=1)
             time.sleep(2)  # a rebalance, had one started, would have reached the callbacks by now
             after = {n: (w.metric("baton_rebalances_total"), _rebalance_lines(w)) for n, w in others.items()}
             assert after == before, f"{name} restart caused a rebalance on others: {before} -> {after}"

@@ -16,15 +16,8 @@ from typing import Any
 import pytest
 
 from baton.compactor.cronjob import compactor_name
-from tests.integration.test_operator_harness import (
-    KubectlFn,
-    OperatorProcess,
-    apply,
-    example_manifest,
-    get_json,
-    try_get_json,
-    wait_for,
-)
+from baton.testing import wait_for
+from tests.support.operator import KubectlFn, OperatorProcess, apply, example_manifest, get_json, try_get_json
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,8 @@ from baton.operator.builders import desired_objects
 from baton.operator.builders.desired import color_runs
 from baton.operator.deploy_record import from_status
 from baton.operator.spec import StreamApp
-from tests.integration.test_operator_harness import (
+from baton.testing import wait_for
+from tests.support.operator import (
     KubectlFn,
     OperatorProcess,
     apply,
@@ -25,7 +26,6 @@ from tests.integration.test_operator_harness import (
     example_manifest,
     get_json,
     try_get_json,
-    wait_for,
 )
 
 pytestmark = pytest.mark.integration
@@ -72,10 +72,7 @@ def _converged(kubectl: KubectlFn, namespace: str) -> bool:
 
 
 def _wait_converged(kubectl: KubectlFn, namespace: str, what: str) -> None:
-    try:
-        wait_for(what, lambda: _converged(kubectl, namespace), timeout=60)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; drift: {_last_drift}") from None
+    wait_for(what, lambda: _converged(kubectl, namespace), timeout=60, detail=lambda: f"drift: {_last_drift}")
 
 
 def test_idempotent_and_converges_after_a_kill(

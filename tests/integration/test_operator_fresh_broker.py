@@ -24,10 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from batondev.paths import REPO
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 PORT_BASE = 26400  # away from the shared stack's (29090) so both brokers run side by side
 
 LAG = """

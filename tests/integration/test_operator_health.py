@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_operator_harness import (
+from baton.testing import wait_for
+from tests.support.operator import (
     KubectlFn,
     OperatorProcess,
     apply,
@@ -23,7 +24,6 @@ from tests.integration.test_operator_harness import (
     mark_pods_ready,
     report_pod_status,
     try_get_json,
-    wait_for,
 )
 
 pytestmark = pytest.mark.integration

@@ -8,23 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from batondev.paths import CLICK_COUNTER
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
 from baton.control.channel import ControlWriter
 from baton.control.messages import ActiveState, Commit
 from baton.operator.flips import ControlFollower, ControlState, read_state
-from baton.worker.standby_testing import EXAMPLE
-from baton.worker.testing import WorkerProcess
-from tests.integration.test_operator_harness import (
-    KubectlFn,
-    OperatorProcess,
-    apply,
-    example_manifest,
-    get_json,
-    try_get_json,
-    wait_for,
-)
+from baton.testing import WorkerProcess, wait_for
+from tests.support.operator import KubectlFn, OperatorProcess, apply, example_manifest, get_json, try_get_json
 
 pytestmark = pytest.mark.integration
 
@@ -145,7 +137,7 @@ def test_status_shows_how_many_tasks_have_a_caught_up_standby(  # noqa: PLR0917 
     }
     workers = [
         WorkerProcess(
-            EXAMPLE,
+            CLICK_COUNTER,
             bootstrap=kafka_bootstrap,
             application_id=f"{app_id}-blue",
             state_dir=tmp_path / f"s{i}",
@@ -174,10 +166,12 @@ def test_status_shows_how_many_tasks_have_a_caught_up_standby(  # noqa: PLR0917 
             return status.get("standbys")
 
         want = {"tasks": partitions, "withStandby": partitions, "caughtUp": partitions}
-        try:
-            wait_for("standby coverage in status", lambda: standbys() == want, timeout=60)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; status.standbys is {standbys()}") from None
+        wait_for(
+            "standby coverage in status",
+            lambda: standbys() == want,
+            timeout=60,
+            detail=lambda: f"status.standbys is {standbys()}",
+        )
         header, row = kubectl("get", "sapp", "click-counter", "-n", namespace).stdout.splitlines()[:2]
         column = header.index("WARM-STANDBYS")  # cells start where their header does
         assert row[column:].split()[0] == str(partitions), (header, row)

@@ -21,19 +21,12 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_operator_harness import (
-    KubectlFn,
-    OperatorProcess,
-    apply,
-    example_manifest,
-    get_json,
-    try_get_json,
-    wait_for,
-)
+from baton.testing import wait_for
+from tests.support.operator import KubectlFn, OperatorProcess, apply, example_manifest, get_json, try_get_json
 
 pytestmark = pytest.mark.integration
 
-LEASE_S, RENEW_S, RETRY_S = 6, 4, 1  # tests/integration/test_operator_harness.py: lease_args(6)
+LEASE_S, RENEW_S, RETRY_S = 6, 4, 1  # tests/support/operator.py: lease_args(6)
 
 
 def free_port() -> int:

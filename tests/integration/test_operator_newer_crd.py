@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 import yaml
+from batondev.paths import CRD
 
-from tests.integration.test_operator_harness import (
-    CRD,
+from baton.testing import wait_for
+from tests.support.operator import (
     KubectlFn,
     OperatorProcess,
     apply,
@@ -19,7 +20,6 @@ from tests.integration.test_operator_harness import (
     get_json,
     install_crds,
     try_get_json,
-    wait_for,
 )
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from baton.operator.rbac import rbac_objects
-from tests.integration.test_operator_harness import (
+from tests.support.operator import (
     KubectlFn,
     OperatorProcess,
     apply,

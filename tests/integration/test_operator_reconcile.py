@@ -14,10 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from batondev.paths import EXAMPLE
 
-from tests.integration.test_operator_harness import (
+from baton.testing import wait_for
+from tests.support.operator import (
     BATON,
-    EXAMPLE,
     KubectlFn,
     OperatorProcess,
     apply,
@@ -25,7 +26,6 @@ from tests.integration.test_operator_harness import (
     get_json,
     mark_pods_ready,
     try_get_json,
-    wait_for,
 )
 
 pytestmark = pytest.mark.integration

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_operator_harness import (
+from baton.testing import wait_for
+from tests.support.operator import (
     KubectlFn,
     OperatorProcess,
     apply,
     example_manifest,
     get_json,
     mark_pods_ready,
-    wait_for,
 )
 
 pytestmark = pytest.mark.integration

@@ -17,14 +17,8 @@ from collections.abc import Callable
 import pytest
 from batondev import audit
 
-from tests.integration.test_operator_harness import (
-    KubectlFn,
-    OperatorProcess,
-    apply,
-    example_manifest,
-    try_get_json,
-    wait_for,
-)
+from baton.testing import wait_for
+from tests.support.operator import KubectlFn, OperatorProcess, apply, example_manifest, try_get_json
 
 pytestmark = pytest.mark.integration
 

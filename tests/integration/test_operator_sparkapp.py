@@ -15,7 +15,8 @@ import pytest
 from batondev import sparkoperator
 
 from baton.compactor.sparkapp import KIND
-from tests.integration.test_operator_harness import (
+from baton.testing import wait_for
+from tests.support.operator import (
     KubectlFn,
     OperatorProcess,
     apply,
@@ -23,7 +24,6 @@ from tests.integration.test_operator_harness import (
     get_json,
     install_crds,
     try_get_json,
-    wait_for,
 )
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.integration import test_chart_install as chart
-from tests.integration.test_chart_install import Helm
-from tests.integration.test_operator_harness import KubectlFn
+from tests.support.helm import Helm
+from tests.support.operator import KubectlFn
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,12 @@ import json
 import subprocess
 
 import pytest
+from batondev.paths import EXAMPLE
 
+from baton.testing import wait_for
 from tests.integration import test_chart_install as chart
-from tests.integration.test_chart_install import Helm, failed_create_events, pods_of
-from tests.integration.test_operator_harness import BATON, EXAMPLE, KubectlFn, get_json, wait_for
+from tests.support.helm import Helm, failed_create_events, pods_of
+from tests.support.operator import BATON, KubectlFn, get_json
 
 pytestmark = pytest.mark.integration
 

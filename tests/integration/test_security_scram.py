@@ -20,21 +20,9 @@ from confluent_kafka.admin import AdminClient
 
 from baton.operator import topics
 from baton.operator.builders.env import SASL_PASSWORD_VAR, SASL_USERNAME_VAR, kafka_config
-from baton.operator.spec import StreamApp
+from tests.support.scram import SECRET, app_with_secret, scram
 
 pytestmark = pytest.mark.integration
-
-SECRET = {"username": stack_kafka.SCRAM_USER, "password": stack_kafka.SCRAM_PASSWORD}
-
-
-def scram(username: str, password: str) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": stack_kafka.scram_bootstrap(),
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.username": username,
-        "sasl.password": password,
-    }
 
 
 def round_trip(config: dict[str, Any], topic: str, n: int = 20) -> list[bytes]:
@@ -60,26 +48,6 @@ def round_trip(config: dict[str, Any], topic: str, n: int = 20) -> list[bytes]:
     finally:
         consumer.close()
     return got
-
-
-def app_with_secret() -> StreamApp:
-    return StreamApp.from_body(
-        {
-            "apiVersion": "baton.dev/v1alpha1",
-            "kind": "StreamApp",
-            "metadata": {"name": "scram-app", "namespace": "apps"},
-            "spec": {
-                "image": "ghcr.io/baton-dev/baton:0.1.0",
-                "topology": "examples.click_counter:topology",
-                "kafka": {
-                    "bootstrapServers": stack_kafka.scram_bootstrap(),
-                    "securityProtocol": "SASL_PLAINTEXT",
-                    "saslMechanism": "SCRAM-SHA-512",
-                    "secretRef": {"name": "kafka-scram"},
-                },
-            },
-        }
-    )
 
 
 def test_scram_client_produces_and_consumes(kafka_bootstrap: str, new_topic: Callable[..., str]) -> None:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 import yaml
-
-REPO = Path(__file__).resolve().parents[2]
+from batondev.paths import REPO
 
 pytestmark = pytest.mark.unit
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 import yaml
+from batondev.paths import EXAMPLE, REPO
 from lupa import lua51
 
 from baton.operator.builders.statefulset import spec_hash, statefulset
 from baton.operator.spec import StreamApp
 from baton.operator.status import Observed, compute_status
 
-REPO = Path(__file__).resolve().parents[2]
 DIR = REPO / "argocd" / "resource_customizations" / "baton.dev" / "StreamApp"
 NOW = "2026-11-22T09:30:00Z"
 
@@ -115,7 +115,7 @@ def test_every_action_has_a_script_and_a_test() -> None:
 
 
 def _app(**spec: Any) -> StreamApp:
-    body = yaml.safe_load((REPO / "examples" / "click-counter.yaml").read_text())
+    body = yaml.safe_load(EXAMPLE.read_text())
     body["metadata"].update(namespace="apps", uid="u-1", generation=2)
     body["spec"].update(spec)
     return StreamApp.from_body(body)

@@ -1,6 +1,6 @@
 """The chart's alerts and dashboard read metrics that Baton really exports.
 
-Worker metric names come from baton/worker/metrics.py, operator ones from
+Worker metric names come from baton/worker/runtime/metrics.py, operator ones from
 baton/operator/metrics.py; a rename there without the same rename in the PrometheusRule or
 the dashboard fails here. Also the operator metrics' own behaviour and HTTP endpoint.
 """
@@ -18,8 +18,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from baton.operator.metrics import ENV_PORT, OperatorMetrics, serve_from_env
-from baton.worker.metrics import Metrics
-from tests.unit.test_chart_render import CHART, one, render
+from baton.worker.runtime.metrics import Metrics
+from tests.support.helm import CHART, one, render
 
 pytestmark = pytest.mark.unit
 

@@ -6,62 +6,16 @@ API server is tests/integration/test_chart_install.py.
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from batondev import gobuild
+from batondev.paths import REPO
 
 from baton.operator import rbac
-
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "baton"
+from tests.support.helm import CHART, Obj, find, helm, one, render, set_args
 
 pytestmark = pytest.mark.unit
-
-Obj = dict[str, Any]
-
-
-def helm_bin() -> Path:
-    helm = gobuild.helm_dir() / "bin" / "helm"
-    if not helm.exists():
-        pytest.fail(f"helm is not installed at {helm}: run `dev/stack up helm` once", pytrace=False)
-    return helm
-
-
-def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run([str(helm_bin()), *args], capture_output=True, text=True, timeout=60)
-    if check and out.returncode != 0:
-        raise AssertionError(f"helm {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")
-    return out
-
-
-def set_args(values: dict[str, str]) -> list[str]:
-    return [a for k, v in values.items() for a in ("--set-json" if v[:1] in "[{" else "--set", f"{k}={v}")]
-
-
-def render(values: dict[str, str] | None = None, *extra: str, namespace: str = "baton-system") -> list[Obj]:
-    """The chart's objects for ``--set key=value`` pairs (JSON values go through --set-json)."""
-    out = helm("template", "rel", str(CHART), "-n", namespace, *set_args(values or {}), *extra)
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
-
-
-def find(objs: list[Obj], kind: str, name: str | None = None, namespace: str | None = None) -> list[Obj]:
-    return [
-        o
-        for o in objs
-        if o["kind"] == kind
-        and (name is None or o["metadata"]["name"] == name)
-        and (namespace is None or o["metadata"].get("namespace") == namespace)
-    ]
-
-
-def one(objs: list[Obj], kind: str, name: str | None = None, namespace: str | None = None) -> Obj:
-    found = find(objs, kind, name, namespace)
-    assert len(found) == 1, f"expected one {kind} {name or ''} in {namespace}, got {len(found)}"
-    return found[0]
 
 
 def canonical(rules: list[Obj]) -> list[tuple[tuple[str, ...], ...]]:

@@ -7,7 +7,7 @@ import pytest
 
 from baton.compactor.java_kafka import java_client_config, spark_kafka_options
 from baton.operator.builders import desired_objects
-from tests.unit.test_operator_samples import app
+from tests.support.samples import app
 
 pytestmark = pytest.mark.unit
 

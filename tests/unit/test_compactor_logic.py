@@ -21,10 +21,11 @@ from baton.compactor.retention import to_delete
 from baton.compactor.s3a import CLASSPATH_ENV, hadoop_settings
 from baton.compactor.session import settings
 from baton.compactor.status import compaction_status, parse_streamapp
-from baton.worker import snapshot
-from baton.worker.dsl import Topology
-from baton.worker.snapshot_fs import S3Settings, open_store
-from baton.worker.stores import MemoryStore
+from baton.worker.state import snapshot
+from baton.worker.state.snapshot_fs import open_store
+from baton.worker.state.snapshot_uri import S3Settings
+from baton.worker.state.stores import MemoryStore
+from baton.worker.topology.dsl import Topology
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ from kubeflow_spark_api.models import SparkV1beta2ScheduledSparkApplication
 
 from baton.compactor.sparkapp import MAIN_FILE, S3A_CLASSPATH
 from baton.operator.builders import desired_objects
-from tests.unit.test_operator_samples import app
+from tests.support.samples import app
 
 pytestmark = pytest.mark.unit
 

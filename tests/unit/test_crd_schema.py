@@ -7,12 +7,13 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
+from batondev.paths import CRD, EXAMPLE
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from baton.operator.spec import StreamAppSpec
 from baton.worker.config import WorkerConfig
-from tests.unit.test_operator_samples import CRD, EXAMPLE, crd, spec_schema
+from tests.support.samples import crd, spec_schema
 
 pytestmark = pytest.mark.unit
 

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from batondev.paths import REPO
 
 from baton.operator.constants import RUN_AS_USER
 
-REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
 HADOLINT = Path(sys.executable).parent / "hadolint"
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
+from batondev.paths import CRD, REPO
 
-REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 
 pytestmark = pytest.mark.unit
@@ -42,7 +42,7 @@ def test_reference_matches_the_crd() -> None:
 
 
 def test_reference_documents_every_spec_field_and_rule() -> None:
-    crd = yaml.safe_load((REPO / "crds" / "streamapps.baton.dev.yaml").read_text())
+    crd = yaml.safe_load(CRD.read_text())
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     page = (DOCS / "reference" / "streamapp.md").read_text()
     documented = set(re.findall(r"^\| `(spec\.[^`]+)`", page, re.MULTILINE))

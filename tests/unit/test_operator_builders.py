@@ -10,7 +10,7 @@ from baton.operator.builders import desired_objects
 from baton.operator.builders.statefulset import spec_hash, statefulset
 from baton.operator.constants import ANNOTATION_SPEC_HASH, STATE_DIR
 from baton.operator.spec import StreamApp
-from tests.unit.test_operator_samples import app, example_body
+from tests.support.samples import app, example_body
 
 pytestmark = pytest.mark.unit
 

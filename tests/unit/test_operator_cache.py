@@ -11,7 +11,7 @@ from baton.operator.builders import desired_objects
 from baton.operator.cache import ObjectCache
 from baton.operator.drift import ANNOTATION_APPLIED, contains, stamped, up_to_date
 from baton.operator.kube import MANAGED_KINDS
-from tests.unit.test_operator_samples import app
+from tests.support.samples import app
 
 pytestmark = pytest.mark.unit
 

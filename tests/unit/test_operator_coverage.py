@@ -11,8 +11,7 @@ from baton.operator.coverage import as_status, coverage_from
 from baton.operator.status import Observed, compute_status
 from baton.worker.assignment.model import StandbyCoverage
 from baton.worker.assignment.wire import Roles
-from tests.unit.test_operator_samples import app
-from tests.unit.test_operator_status import sts
+from tests.support.samples import app, sts
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from baton.operator.constants import Color
+from baton.control.messages import Color
 from baton.operator.deploy import (
     ANNOTATION_PROMOTE,
     ANNOTATION_ROLLBACK,

@@ -15,7 +15,7 @@ from baton.operator.builders.statefulset import statefulset
 from baton.operator.constants import STATE_DIR
 from baton.operator.spec import StreamApp
 from baton.worker.config import ProcessingGuarantee, WorkerConfig, env_var
-from tests.unit.test_operator_samples import app, example_body
+from tests.support.samples import app, example_body
 
 pytestmark = pytest.mark.unit
 

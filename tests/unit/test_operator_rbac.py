@@ -6,7 +6,7 @@ import pytest
 
 from baton.operator.builders import desired_objects
 from baton.operator.rbac import operator_rules, rbac_objects
-from tests.unit.test_operator_samples import app
+from tests.support.samples import app
 
 pytestmark = pytest.mark.unit
 

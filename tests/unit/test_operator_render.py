@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from batondev.paths import EXAMPLE
 from click.testing import CliRunner
 
 from baton.cli import main
-from tests.unit.test_operator_samples import EXAMPLE
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ from baton.operator.builders import desired_objects
 from baton.operator.builders.desired import color_runs
 from baton.operator.builders.statefulset import spec_hash
 from baton.operator.deploy_record import Assignment, DeployRecord, spec_json
-from tests.unit.test_operator_samples import app
+from tests.support.samples import app
 
 pytestmark = pytest.mark.unit
 

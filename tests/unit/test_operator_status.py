@@ -19,38 +19,12 @@ from baton.operator.status import (
     pods_failing,
     spec_problems,
 )
-from tests.unit.test_operator_samples import app, example_body
+from tests.support.samples import app, example_body, sts
 
 pytestmark = pytest.mark.unit
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 T1 = T0 + datetime.timedelta(minutes=5)
-
-
-def sts(
-    ready: int,
-    *,
-    replicas: int = 3,
-    want_hash: str | None = None,
-    generation: int = 1,
-    observed: int = 1,
-    current: str = "r1",
-    update: str = "r1",
-) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "generation": generation,
-            "annotations": {"baton.dev/spec-hash": want_hash or spec_hash(app().spec)},
-        },
-        "status": {
-            "observedGeneration": observed,
-            "replicas": replicas,
-            "readyReplicas": ready,
-            "updatedReplicas": replicas,
-            "currentRevision": current,
-            "updateRevision": update,
-        },
-    }
 
 
 def conditions(status: dict[str, Any]) -> dict[str, str]:

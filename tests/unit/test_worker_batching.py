@@ -1,6 +1,6 @@
 """The processing loop's batch size adapts so a round stays within its time budget."""
 
-from baton.worker.batching import MAX_BATCH, BatchSizer
+from baton.worker.runtime.batching import MAX_BATCH, BatchSizer
 
 
 def test_fast_rounds_keep_the_full_batch() -> None:

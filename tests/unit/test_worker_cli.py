@@ -54,10 +54,10 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, WorkerConfig]:
         def run(self) -> int:
             return 0
 
-    fake_runtime = types.ModuleType("baton.worker.runtime")
+    fake_runtime = types.ModuleType("baton.worker.runtime.worker")
     fake_runtime.Worker = FakeWorker  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "baton.worker.runtime", fake_runtime)
-    monkeypatch.setattr("baton.worker.loader.load", lambda _target: None)
+    monkeypatch.setitem(sys.modules, "baton.worker.runtime.worker", fake_runtime)
+    monkeypatch.setattr("baton.worker.topology.loader.load", lambda _target: None)
     monkeypatch.setattr("baton.worker.logs.setup", lambda _app: None)
     for name in list(os.environ):
         if name.startswith("BATON_"):

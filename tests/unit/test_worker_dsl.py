@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from baton.worker import JSON, STR, Topology, TopologyError, tumbling
-from baton.worker.graph import AggregateNode, SinkNode
-from baton.worker.windows import WindowedSerde
+from baton import JSON, STR, Topology, TopologyError, tumbling
+from baton.worker.topology.graph import AggregateNode, SinkNode
+from baton.worker.topology.windows import WindowedSerde
 
 pytestmark = pytest.mark.unit
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from baton.worker import JSON, LONG, STR, Json, SerdeError, Windowed, hopping, tumbling
-from baton.worker.windows import TimeWindows, WindowedSerde
+from baton import JSON, LONG, STR, Json, SerdeError, Windowed, hopping, tumbling
+from baton.worker.topology.windows import TimeWindows, WindowedSerde
 
 pytestmark = pytest.mark.unit
 

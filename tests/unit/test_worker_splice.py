@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from baton.worker import STR, Topology
-from baton.worker.splice import flip_refusal
+from baton import STR, Topology
+from baton.worker.topology.splice import flip_refusal
 
 pytestmark = pytest.mark.unit
 

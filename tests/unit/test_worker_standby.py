@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from batondev.standbys import Member, members_from
 from confluent_kafka import ConsumerGroupState, TopicPartition
 from confluent_kafka.admin._group import ConsumerGroupDescription, MemberAssignment, MemberDescription
 
-from baton.worker import statedir
 from baton.worker.naming import TaskId
-from baton.worker.standby import due_for_cleanup
-from baton.worker.standby_testing import Member, members_from
+from baton.worker.state import statedir
+from baton.worker.state.standby import due_for_cleanup
 
 pytestmark = pytest.mark.unit
 
@@ -61,7 +61,7 @@ def test_state_dir_identity_and_lock(tmp_path: Path) -> None:
         import sys
 
         code = (
-            "import sys; from pathlib import Path; from baton.worker import statedir\n"
+            "import sys; from pathlib import Path; from baton.worker.state import statedir\n"
             "try:\n statedir.lock(Path(sys.argv[1]))\nexcept statedir.StateDirLocked:\n sys.exit(3)\n"
         )
         assert subprocess.run([sys.executable, "-c", code, str(app_dir)]).returncode == 3

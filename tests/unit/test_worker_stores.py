@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from baton.worker import JSON, STR, Topology
-from baton.worker.admin import CHANGELOG_CONFIG, planned_topics
-from baton.worker.loader import load
-from baton.worker.stores import MemoryStore, RocksDBStore
+from baton import JSON, STR, Topology
+from baton.worker.runtime.internal_topics import CHANGELOG_CONFIG, planned_topics
+from baton.worker.state.stores import MemoryStore, RocksDBStore
+from baton.worker.topology.loader import load
 
 pytestmark = pytest.mark.unit
 
@@ -49,8 +49,7 @@ def test_planned_topics_size_changelogs_and_repartitions_like_the_sources() -> N
 def test_loader_accepts_a_path_a_module_and_an_attribute(tmp_path: Path) -> None:
     module = tmp_path / "mytopo.py"
     module.write_text(
-        "from baton.worker import Topology\nt = Topology()\nt.stream('x').to('y')\n"
-        "def make():\n    return t\n"
+        "from baton import Topology\nt = Topology()\nt.stream('x').to('y')\ndef make():\n    return t\n"
     )
     assert load(str(module) + ":t").subtopologies[0].source_topics == ["x"]
     assert load(f"{module}:make").subtopologies[0].source_topics == ["x"]

@@ -7,13 +7,13 @@ from typing import Any
 import orjson
 import pytest
 
-from baton.worker import JSON, STR, Topology, tumbling
-from baton.worker.cache import MISSING, TaskStore
-from baton.worker.context import ORIGIN_HEADER, Headers, RecordContext, decode_origin
-from baton.worker.graph import StoreSpec
+from baton import JSON, STR, Topology, tumbling
 from baton.worker.naming import TaskId, tasks_for
-from baton.worker.stores import MemoryStore
-from baton.worker.task import Message, Task
+from baton.worker.runtime.task import Message, Task
+from baton.worker.state.stores import MemoryStore
+from baton.worker.state.task_store import MISSING, TaskStore
+from baton.worker.topology.context import ORIGIN_HEADER, Headers, RecordContext, decode_origin
+from baton.worker.topology.graph import StoreSpec
 
 pytestmark = pytest.mark.unit
 

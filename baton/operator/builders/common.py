@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from baton.operator.constants import API_VERSION, KIND, LABEL_APP, LABEL_COLOR, Color
+from baton.control.messages import Color
+from baton.operator.constants import API_VERSION, KIND, LABEL_APP, LABEL_COLOR
 from baton.operator.spec import StreamApp
 
 

@@ -10,13 +10,14 @@ from pydantic.alias_generators import to_camel
 
 from baton.compactor.cronjob import DEFAULT_IMAGE, compactor_identity, cronjob
 from baton.compactor.sparkapp import scheduled_spark_application
+from baton.control.messages import Color
 from baton.operator.builders.env import kafka_client_env
 from baton.operator.builders.pdb import pod_disruption_budget
 from baton.operator.builders.service import headless_service
 from baton.operator.builders.serviceaccount import service_account
 from baton.operator.builders.snapshots import object_store_env
 from baton.operator.builders.statefulset import NOT_DEPLOYED, kafka_secret_volumes, statefulset
-from baton.operator.constants import API_VERSION, KIND, Color
+from baton.operator.constants import API_VERSION, KIND
 from baton.operator.deploy_record import DeployRecord
 from baton.operator.spec import StreamApp, StreamAppSpec
 

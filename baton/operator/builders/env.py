@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from baton.control.messages import Color
 from baton.operator.builders.snapshots import object_store_env, snapshot_source
-from baton.operator.constants import KAFKA_SECRET_DIR, STATE_DIR, Color
+from baton.operator.constants import KAFKA_SECRET_DIR, STATE_DIR
 from baton.operator.spec import StreamApp
 from baton.worker.config import env_var
-from baton.worker.snapshot_fs import is_object_store
+from baton.worker.state.snapshot_uri import is_object_store
 
 # Credentials come from the Secret through these plain variables, then Kubernetes expands
 # $(NAME) references inside BATON_KAFKA_CONFIG, so the operator never reads the Secret.

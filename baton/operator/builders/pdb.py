@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from baton.control.messages import Color
 from baton.operator.builders.common import color_name, metadata, selector_labels
-from baton.operator.constants import Color
 from baton.operator.spec import StreamApp
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from baton.control.messages import Color
 from baton.operator.builders.common import color_name, metadata, selector_labels
-from baton.operator.constants import METRICS_PORT_NAME, Color
+from baton.operator.constants import METRICS_PORT_NAME
 from baton.operator.spec import StreamApp
 
 

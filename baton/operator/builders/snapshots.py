@@ -1,7 +1,7 @@
 """Where worker Pods read the compactor's snapshots from (issue 17): the same store the CronJob writes.
 
 A task restoring from scratch loads the newest snapshot and replays only the changelog
-after it (baton/worker/snapshot.py), so the workers must see the store the Job writes:
+after it (baton/worker/state/snapshot.py), so the workers must see the store the Job writes:
 
 * ``spec.compaction.snapshotVolumeClaim``: the claim is mounted read-only at the same path
   as in the Job; it must be ``ReadWriteMany`` (or ``ReadOnlyMany`` for the workers) to be
@@ -29,7 +29,7 @@ from urllib.parse import urlparse
 from baton.compactor.cronjob import SNAPSHOT_MOUNT
 from baton.operator.spec import StreamApp
 from baton.worker.config import env_var
-from baton.worker.snapshot_fs import S3_SCHEMES
+from baton.worker.state.snapshot_uri import S3_SCHEMES
 
 VOLUME = "snapshots"
 

@@ -11,6 +11,7 @@ import hashlib
 import json
 from typing import Any
 
+from baton.control.messages import Color
 from baton.operator.builders.common import (
     color_name,
     metadata,
@@ -26,7 +27,6 @@ from baton.operator.constants import (
     METRICS_PORT_NAME,
     RUN_AS_USER,
     STATE_DIR,
-    Color,
 )
 from baton.operator.spec import StreamApp, StreamAppSpec
 

@@ -19,6 +19,10 @@ What crosses threads, and why it is safe:
   zombie whose tasks moved fails its commit and aborts;
 * at-least-once offset commits carry the same identity: they go through this client,
   executed on its thread between polls.
+
+Why one module of this size: the member thread, its rebalance listener and the assignor
+adapter share one kafka-python consumer and the member's state (generation, owned
+partitions, pending revocations); split apart, each would reach into the others.
 """
 
 from __future__ import annotations

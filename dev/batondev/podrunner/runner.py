@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from batondev import paths
+from batondev.paths import REPO
 from batondev.podrunner import claims, portmap, process, volumes
 from batondev.podrunner.kubeapi import Api
 from batondev.podrunner.node import NodeAgent, node_object
 from batondev.podrunner.pod import Context, PodWorker
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass

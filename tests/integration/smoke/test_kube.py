@@ -7,16 +7,15 @@ import subprocess
 import textwrap
 import threading
 import time
-from collections.abc import Callable
-from pathlib import Path
 
 import pytest
+from batondev.paths import FIXTURES
 
+from baton.testing import wait_for
 from tests.conftest import Kube, KubectlFn
 
 pytestmark = pytest.mark.integration
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 CRD = textwrap.dedent("""
     apiVersion: apiextensions.k8s.io/v1
@@ -40,15 +39,6 @@ CRD = textwrap.dedent("""
                 properties:
                   size: {type: integer, minimum: 1}
 """)
-
-
-def _wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def test_version_is_the_pinned_release(kubectl: KubectlFn) -> None:
@@ -95,7 +85,7 @@ def test_crd_and_custom_object_are_created_and_watched(
             "-",
             input="apiVersion: smoke.baton.dev/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 3}\n",
         )
-        _wait_for(lambda: "w1" in seen, 30, "the watch to deliver w1")
+        wait_for("the watch to deliver w1", lambda: "w1" in seen, 30)
     finally:
         watch.terminate()
     # the schema is enforced by the API server itself
@@ -137,7 +127,7 @@ def test_statefulset_parallel_pods_are_created_by_controller_manager(
         return sorted(p["metadata"]["name"] for p in json.loads(out)["items"])
 
     # Parallel: all three exist at once although none ever becomes Ready (no kubelet here)
-    _wait_for(lambda: pods() == ["smoke-0", "smoke-1", "smoke-2"], 60, "three pods from the StatefulSet")
+    wait_for("three pods from the StatefulSet", lambda: pods() == ["smoke-0", "smoke-1", "smoke-2"], 60)
     owner = json.loads(kubectl("get", "pod", "smoke-1", "-n", namespace, "-o", "json").stdout)
     assert owner["metadata"]["ownerReferences"][0]["kind"] == "StatefulSet"
 

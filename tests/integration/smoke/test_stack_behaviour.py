@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from batondev.paths import REPO
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[3]
 STACK = REPO / "dev" / "stack"
 
 

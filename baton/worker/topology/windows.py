@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Generic, TypeVar
 
-from baton.worker.serdes import Serde, SerdeError
+from baton.worker.topology.serdes import Serde, SerdeError
 
 K = TypeVar("K")
 

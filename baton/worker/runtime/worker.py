@@ -14,6 +14,14 @@ first (``read_committed`` makes librdkafka wait for *stable* offsets, i.e. until
 previous owner's pending transaction is resolved), and only then does the restore
 read the changelog end. So a transaction the previous owner committed at the last
 moment is both in the offsets and in the restored state, never in one only.
+
+Why one module of this size: ``Worker`` is the processing thread, the one owner of the
+tasks, their stores and the consumer; its methods are the loop's steps and the
+rebalance events that mutate that state, in the order the loop runs them. What does
+not need that state lives in collaborators: client settings (``clients.py``), topics
+(``internal_topics.py``), the flip pause (``flip_pause.py``), dead letters
+(``dead_letters.py``), task stores and offset sums (``task_stores.py``), lag gauges
+(``metrics.py``), standbys and restores (``state/``).
 """
 
 from __future__ import annotations
@@ -25,14 +33,11 @@ import signal
 import threading
 import time
 from types import FrameType
-from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
-from prometheus_client import Gauge
+from confluent_kafka.admin import AdminClient
 
 from baton.control.messages import Color
-from baton.worker import admin, health, snapshot, statedir
 from baton.worker.assignment.membership import (
     Assigned,
     GroupSettings,
@@ -40,27 +45,30 @@ from baton.worker.assignment.membership import (
     Membership,
     Revoked,
     RolesChanged,
-    kafka_python_config,
 )
 from baton.worker.assignment.model import AssignorConfig
 from baton.worker.assignment.wire import Roles
-from baton.worker.batching import BatchSizer
-from baton.worker.bluegreen import BlueGreen
-from baton.worker.commit import AtLeastOnce, ExactlyOnce, Guarantee
-from baton.worker.config import ErrorHandler, ProcessingGuarantee, StoreKind, WorkerConfig
-from baton.worker.context import OpenGate, SinkGate
-from baton.worker.dlq import RecordFailed, dlq_headers
-from baton.worker.graph import BuiltTopology
-from baton.worker.metrics import Metrics
+from baton.worker.config import ProcessingGuarantee, WorkerConfig
 from baton.worker.naming import TaskId, changelog_topic, dlq_topic, source_topics, tasks_for
-from baton.worker.output import Output, OutputRecordRefused
-from baton.worker.restore import RestoreJob, Restorer, Seed, TaskRestore
-from baton.worker.snapshot_fs import S3Settings
-from baton.worker.splice import flip_refusal
-from baton.worker.standby import StandbyTasks
-from baton.worker.statedir import process_id
-from baton.worker.stores import KeyValueStore, MemoryStore, RocksDBStore
-from baton.worker.task import Message, Task
+from baton.worker.runtime import health, internal_topics
+from baton.worker.runtime.batching import BatchSizer
+from baton.worker.runtime.bluegreen import BlueGreen
+from baton.worker.runtime.clients import ClientSettings
+from baton.worker.runtime.commit import AtLeastOnce, ExactlyOnce, Guarantee
+from baton.worker.runtime.dead_letters import DeadLetters, RecordFailed
+from baton.worker.runtime.flip_pause import FlipPause
+from baton.worker.runtime.metrics import CopyLag, Metrics
+from baton.worker.runtime.producer import Output
+from baton.worker.runtime.task import Task
+from baton.worker.runtime.task_stores import TaskStores
+from baton.worker.state import snapshot, statedir
+from baton.worker.state.restore import RestoreJob, Restorer, Seed, TaskRestore
+from baton.worker.state.snapshot_uri import S3Settings
+from baton.worker.state.standby import StandbyTasks
+from baton.worker.state.statedir import process_id
+from baton.worker.topology.context import OpenGate, SinkGate
+from baton.worker.topology.graph import BuiltTopology
+from baton.worker.topology.splice import flip_refusal
 
 log = logging.getLogger("baton.worker")
 
@@ -77,12 +85,9 @@ class Worker:
         self.topology = topology
         self.gate: SinkGate = gate or OpenGate()
         self.bluegreen: BlueGreen | None = None  # set in run() when the worker has a color
-        self._flip_paused = False
-        self._reported: tuple[int, int] | None = None  # (epoch, assignment version) last reported
         self._assignment_version = 0
         self._held: set[tuple[str, int]] = set()  # new active waiting for the old one's drain
         self._generation = -1  # the group generation of the assignment in force
-        self._paused_at: tuple[int, float] | None = None  # (epoch, monotonic time) of the flip pause
         self._flip_refusal = flip_refusal(self.topology)
         self.app = config.application_id
         self.eos = config.processing_guarantee is ProcessingGuarantee.EXACTLY_ONCE_V2
@@ -106,7 +111,6 @@ class Worker:
         self._next_cleanup = 0.0
         # task -> offset sum of its local stores, published for the membership thread's reports
         self._local_offsets: dict[TaskId, int] = {}
-        self._dormant_offsets: dict[TaskId, int] = {}
         self._next_offsets = 0.0
         self._stateful_subs = frozenset(
             i for i, sub in enumerate(topology.subtopologies) if sub.stores or sub.tables
@@ -115,31 +119,11 @@ class Worker:
         self._starting: dict[
             tuple[str, int], float
         ] = {}  # partition -> when its task became active (until a record)
-        # lag gauges set per (task, store), and which (standby or warmup): removed when the copy goes
-        self._lag_labels: dict[tuple[str, str], Gauge] = {}
+        self.copy_lag = CopyLag(self.metrics, lambda: self._roles)
+        self.stores = TaskStores(self.app, self.app_dir, config.store, topology)
+        self.flips: FlipPause | None = None  # set in run() when the worker has a color
 
     # -- configuration of the clients ----------------------------------------------------
-    def _base(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.config.bootstrap_servers, "client.id": f"{self.app}-{self._ident}"}
-
-    def _consumer_config(self) -> dict[str, Any]:
-        conf: dict[str, Any] = {
-            **self._base(),
-            "group.id": self.app,  # committed offsets are read for it; it never joins (membership.py does)
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed" if self.eos else "read_uncommitted",
-        }
-        conf.update(
-            {
-                k.removeprefix("consumer."): v
-                for k, v in self.config.kafka_config.items()
-                if not k.startswith("producer.")
-            }
-        )
-        return conf
-
     def _group_settings(self) -> GroupSettings:
         c = self.config
         return GroupSettings(
@@ -149,7 +133,7 @@ class Worker:
             instance_id=c.instance_id,
             topic_to_sub=dict(self.topic_to_sub),
             stateful_subs=self._stateful_subs,
-            state_partitions=self._state_partitions,
+            state_partitions=self.stores.state_partitions,
             assignor=AssignorConfig(
                 num_standby_replicas=c.num_standby_replicas,
                 acceptable_recovery_lag=c.acceptable_recovery_lag,
@@ -157,34 +141,6 @@ class Worker:
             ),
             probing_interval_ms=c.probing_rebalance_interval_ms,
         )
-
-    def _membership_config(self) -> dict[str, Any]:
-        return {
-            "bootstrap_servers": self.config.bootstrap_servers.split(","),
-            "client_id": f"{self.app}-{self._ident}",
-            **kafka_python_config(self.config.kafka_config),
-        }
-
-    def _state_partitions(self, task: TaskId) -> list[tuple[str, int]]:
-        """The partitions a task's stores restore from: what its offset sums are sums of."""
-        sub = self.topology.subtopologies[task.subtopology]
-        return [(changelog_topic(self.app, s.name), task.partition) for s in sub.stores] + [
-            (t.store.source_topic or "", task.partition) for t in sub.tables
-        ]
-
-    def _end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int] | None:
-        """Membership thread, on the leader: the changelogs' ends, to turn offset sums into lags."""
-        try:
-            latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-            futures = self._admin.list_offsets(
-                {TopicPartition(t, p): latest for t, p in partitions}, request_timeout=10
-            )
-            return {(tp.topic, tp.partition): int(f.result(15).offset) for tp, f in futures.items()}
-        except Exception as exc:
-            log.warning(
-                "changelog end offsets unknown; reported state counts as caught up", extra={"error": str(exc)}
-            )
-            return None
 
     def _warm_metadata(self) -> None:
         """Make the input topics known to the data consumer before any partition of them is assigned.
@@ -202,45 +158,6 @@ class Worker:
             except KafkaException as exc:  # not fatal: the assign finds the metadata itself, only later
                 log.warning("topic metadata not read", extra={"topic": topic, "error": str(exc)})
 
-    def _topic_setting(self, topic: str, name: str) -> int | None:
-        """One integer setting of a topic (cached per topic); None, logged, if it cannot be read."""
-        if topic not in self._topic_configs:
-            try:
-                self._topic_configs[topic] = admin.topic_settings(self._admin, topic)
-            except Exception as exc:
-                log.warning(
-                    "topic settings unknown", extra={"topic": topic, "setting": name, "error": str(exc)}
-                )
-                return None
-        value = self._topic_configs[topic].get(name)
-        return int(value) if value is not None else None
-
-    def _topic_size_limit(self, topic: str) -> int | None:
-        """The topic's max.message.bytes, after the broker refused a record batch as too large
-        (unknown: nothing is refused by size, the commit fails as before)."""
-        return self._topic_setting(topic, "max.message.bytes")
-
-    def _producer_config(self) -> dict[str, Any]:
-        conf: dict[str, Any] = {
-            **self._base(),
-            "partitioner": "murmur2_random",  # the Java client's partitioner: co-partitioning with JVM apps
-            "linger.ms": 5,
-            "enable.idempotence": True,
-        }
-        if self.eos:
-            conf["transactional.id"] = f"{self.app}-{self._ident}"
-            conf["transaction.timeout.ms"] = (
-                10000  # Kafka Streams' EOS default: a dead owner blocks 10 s at most
-            )
-        conf.update(
-            {
-                k.removeprefix("producer."): v
-                for k, v in self.config.kafka_config.items()
-                if not k.startswith("consumer.") and k not in _CONSUMER_ONLY
-            }
-        )
-        return conf
-
     # -- lifecycle ---------------------------------------------------------------------------
     def run(self) -> int:
         """Run until SIGTERM/SIGINT or a fatal error; returns the process exit code."""
@@ -254,39 +171,56 @@ class Worker:
         server = health.serve(self.config.metrics_port, self.metrics.registry, self._healthy, self._is_ready)
         self.http_port = server.server_address[1]
         log.info("http listening", extra={"port": self.http_port})
-        self._create_topics()
+        self.clients = ClientSettings(self.config, self._ident)
+        internal_topics.create_for(
+            AdminClient(self.clients.base()),
+            self.topology,
+            self.app,
+            self.topic_to_sub,
+            self.config.replication_factor,
+        )
         if self.config.color is not None:
             self._start_bluegreen()
+        self.topics = internal_topics.TopicFacts(AdminClient(self.clients.base()))
         changelogs = {changelog_topic(self.app, s.name) for s in self.topology.stores()}
-        self.output = Output(self._producer_config(), changelogs, size_limit=self._topic_size_limit)
-        self.consumer = Consumer(self._consumer_config())
+        self.output = Output(self.clients.producer(), changelogs, size_limit=self.topics.size_limit)
+        self.consumer = Consumer(self.clients.consumer())
         self._warm_metadata()
-        self._admin = AdminClient(self._base())
-        # topic -> its settings, read when needed (max.message.bytes after a size error,
-        # delete.retention.ms before a restore from a snapshot)
-        self._topic_configs: dict[str, dict[str, str]] = {}
+        if self.bluegreen is not None:
+            internal = {f"{self.app}-{t}" for t in self.topology.repartition_topics}
+            self.flips = FlipPause(
+                self.bluegreen,
+                self.consumer,
+                self._commit,
+                self.tasks,
+                sorted(t for t in self.topic_to_sub if t not in internal),
+                flip_refusal(self.topology),
+                self._held,
+            )
+        self.dead_letter = DeadLetters(
+            self.config.error_handler, dlq_topic(self.app), self.output, self.metrics
+        )
         self.membership = Membership(
             self._group_settings(),
-            self._membership_config(),
+            self.clients.membership(),
             offsets=lambda: self._local_offsets,
-            end_offsets=self._end_offsets,
+            end_offsets=self.topics.end_offsets,
         )
         self.guarantee: Guarantee = (ExactlyOnce if self.eos else AtLeastOnce)(self.output, self.membership)
         self.guarantee.start()
-        restore_conf = dict(self._consumer_config())
         self.restorer = Restorer(
-            restore_conf,
+            self.clients.consumer(),
             self._restore_progress,
             seed=self._snapshot_seed(),
-            on_lag=self._standby_lag,
+            on_lag=self.copy_lag.set,
             actives_starting=self._actives_starting,
         )
         self.restorer.start()
         self.standbys = StandbyTasks(
             app_dir=self.app_dir,
             restorer=self.restorer,
-            open_stores=self._open_stores,
-            jobs_for=self._restore_jobs,
+            open_stores=self.stores.open,
+            jobs_for=self.stores.restore_jobs,
             cleanup_delay=self.config.state_cleanup_delay_ms / 1000,
             on_change=self._update_task_gauges,
         )
@@ -322,7 +256,7 @@ class Worker:
             self.config.snapshot_store,
             self.app,
             lambda store: changelog_topic(self.app, store),
-            lambda topic: self._topic_setting(topic, "delete.retention.ms"),
+            lambda topic: self.topics.setting(topic, "delete.retention.ms"),
             S3Settings(self.config.snapshot_s3_endpoint, self.config.snapshot_s3_region),
         )
 
@@ -338,111 +272,14 @@ class Worker:
     def stop(self) -> None:
         self._stop.set()
 
-    def _create_topics(self) -> None:
-        client = AdminClient(self._base())
-        external = [
-            t
-            for t in self.topic_to_sub
-            if not any(
-                s.internal and f"{self.app}-{x}" == t
-                for sub in self.topology.subtopologies
-                for s in sub.sources
-                for x in s.topics
-            )
-        ]
-        tables = [
-            t.store.source_topic
-            for sub in self.topology.subtopologies
-            for t in sub.tables
-            if t.store.source_topic
-        ]
-        counts = admin.partition_counts(client, external + tables, timeout=60)
-        admin.ensure_topics(
-            client, admin.planned_topics(self.topology, self.app, counts, self.config.replication_factor)
-        )
-
     def _start_bluegreen(self) -> None:
         color: Color = "green" if self.config.color == "green" else "blue"
         control = self.config.control_topic or f"{self.app.removesuffix('-' + color)}-control"
-        extra = {
-            k: v
-            for k, v in self.config.kafka_config.items()
-            if not k.startswith(("consumer.", "producer.")) and k not in _CONSUMER_ONLY
-        }
-        self.bluegreen = BlueGreen(self.config.bootstrap_servers, control, color, self._ident, extra)
+        self.bluegreen = BlueGreen(
+            self.config.bootstrap_servers, control, color, self._ident, self.clients.shared()
+        )
         self.bluegreen.start()
         self.gate = self.bluegreen
-
-    def _external_sources(self) -> list[str]:
-        """Source topics whose offsets mean the same in both colors (not this color's repartition topics)."""
-        internal = {f"{self.app}-{t}" for t in self.topology.repartition_topics}
-        return sorted(t for t in self.topic_to_sub if t not in internal)
-
-    def _flip_step(self) -> None:
-        """Follow the control topic: pause and report on a prepare, resume when it is decided."""
-        bg = self.bluegreen
-        assert bg is not None
-        bg.poll()
-        prepare = bg.pending_prepare()
-        if prepare is None:
-            if self._flip_paused:
-                self._flip_paused = False
-                self._paused_at = None
-                log.info(
-                    "flip over, resumed", extra={"epoch": bg.gate.state.epoch, "active": bg.gate.state.active}
-                )
-            return
-        if self._reported == (prepare.epoch, self._assignment_version):
-            # no decision yet: after the prepare's timeout (this process's clock) give up with an
-            # Abort; whichever of it and the coordinator's Commit is first in the topic decides
-            if self._paused_at is not None:
-                bg.give_up(time.monotonic() - self._paused_at[1])
-            return
-        # Commit what was processed, so the reported positions are committed positions. The pause
-        # itself is "stop calling consume()", not consumer.pause(): librdkafka drops its prefetched
-        # records on pause and refetches only ~0.5-0.7 s after resume, which would add that to every
-        # flip. Heartbeats go on in librdkafka's own thread; the pause is far below max.poll.interval.ms.
-        self._commit()
-        self._flip_paused = True
-        if self._paused_at is None or self._paused_at[0] != prepare.epoch:
-            self._paused_at = (prepare.epoch, time.monotonic())
-        sources = self._external_sources()
-        positions: dict[tuple[str, int], int] = {}
-        for task in self.tasks.values():
-            for topic in sources:
-                if topic in task.positions:
-                    positions[(topic, task.partition)] = self._real_offset(
-                        topic, task.partition, task.positions[topic]
-                    )
-        bg.report(prepare.epoch, positions, sources, self._flip_refusal, self._generation)
-        self._reported = (prepare.epoch, self._assignment_version)
-
-    def _real_offset(self, topic: str, partition: int, position: int) -> int:
-        """A logical start offset (no commit yet: 'beginning') as the partition's first offset."""
-        if position >= 0:
-            return position
-        low, _high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-        return int(low)
-
-    def _hold(self, topic: str, partition: int, offset: int) -> None:
-        """New active reached a pending cut first: wait there until the old active has drained."""
-        tp = TopicPartition(topic, partition, offset)
-        self.consumer.pause([tp])
-        self.consumer.seek(tp)
-        self._held.add((topic, partition))
-        log.info(
-            "holding at the cut until the old active drains",
-            extra={"topic": topic, "partition": partition, "offset": offset},
-        )
-
-    def _release_held(self) -> None:
-        bg = self.bluegreen
-        assert bg is not None
-        for tp in [tp for tp in self._held if not bg.still_held(tp)]:
-            self._held.discard(tp)
-            if tp in self.active:
-                self.consumer.resume([TopicPartition(*tp)])
-            log.info("old active drained, emitting", extra={"topic": tp[0], "partition": tp[1]})
 
     def _shutdown(self) -> None:
         grace = self.config.shutdown_grace_seconds
@@ -482,17 +319,18 @@ class Worker:
         active = self.active
         metrics_in = self.metrics.records_in
         bg = self.bluegreen
+        flips = self.flips
         held = self._held
         sizer = BatchSizer()
         while not self._stop.is_set():
             self._heartbeat = time.monotonic()
             self._membership_step()
-            if bg is not None:
-                self._flip_step()
+            if flips is not None:
+                flips.step(self._assignment_version, self._generation)
                 if held:
-                    self._release_held()
-                if self._flip_paused:
-                    bg.wait(0.01)  # paused for a flip: only the control topic moves
+                    flips.release_held(active)
+                if flips.paused:
+                    flips.bg.wait(0.01)  # paused for a flip: only the control topic moves
                     continue
             holding = bg is not None and bg.holding()
             messages = consume(num_messages=sizer.size, timeout=0.05)
@@ -508,10 +346,10 @@ class Worker:
                 if task is None or tp in held:  # revoked within this poll, not restored yet, or held
                     continue
                 if holding:
-                    assert bg is not None
+                    assert bg is not None and flips is not None
                     at = (msg.topic() or "", msg.partition() or 0)
                     if bg.held(at, msg.offset() or 0):
-                        self._hold(at[0], at[1], msg.offset() or 0)
+                        flips.hold(at[0], at[1], msg.offset() or 0)
                         continue
                 task.process(msg)
                 counts[tp] = counts.get(tp, 0) + 1
@@ -595,7 +433,7 @@ class Worker:
             wanted = self._roles.standby | self._roles.warmup | self._roles.active
             desired = {t for t in wanted if t.subtopology in self._stateful_subs}
             self.standbys.update(desired, set(self.tasks))
-            self._prune_standby_lag()
+            self.copy_lag.prune(self.standbys.hosted)
             self._update_task_gauges()
         now = time.monotonic()
         if now >= self._next_cleanup:
@@ -606,34 +444,9 @@ class Worker:
             self._local_offsets = self._collect_offsets()
 
     def _collect_offsets(self) -> dict[TaskId, int]:
-        """Offset sums of every task with local state here (Kafka Streams' task offset sums).
-
-        Open stores are read as they are; a folder no task uses is opened once and its sum
-        kept until a task uses it again. Runs on the processing thread, which owns the stores.
-        """
         open_stores = {t.id: t.persistent for t in self.tasks.values()}
         open_stores.update({t: h.stores for t, h in self.standbys.hosted.items()})
-        out = {t: sum(s.checkpoint() or 0 for s in stores.values()) for t, stores in open_stores.items()}
-        for task in list(self._dormant_offsets):
-            if task in open_stores:
-                del self._dormant_offsets[task]
-        if self.config.store is not StoreKind.MEMORY:
-            on_disk = statedir.task_dirs(self.app_dir)
-            for task in list(self._dormant_offsets):
-                if task not in on_disk:
-                    del self._dormant_offsets[task]
-            for task in sorted(on_disk - set(open_stores)):
-                if task.subtopology >= len(self.topology.subtopologies):
-                    continue  # a folder of another topology version
-                if task not in self._dormant_offsets:
-                    stores = self._open_stores(task)
-                    try:
-                        self._dormant_offsets[task] = sum(s.checkpoint() or 0 for s in stores.values())
-                    finally:
-                        for store in stores.values():
-                            store.close()
-                out[task] = self._dormant_offsets[task]
-        return out
+        return self.stores.offset_sums(open_stores)
 
     def _actives_starting(self) -> bool:
         """Restore thread: a partition assigned in the last few seconds still awaits its first record.
@@ -643,28 +456,6 @@ class Worker:
         """
         now = time.monotonic()
         return any(now - since < ACTIVE_START_SECONDS for since in list(self._starting.values()))
-
-    def _standby_lag(self, job: RestoreJob, lag: int) -> None:
-        """Restore thread: never called for a task after ``Restorer.remove`` returned.
-
-        A warmup (or an active the leader gave us that its old owner still releases) is
-        reported apart from standbys: it is expected to be behind, and the standby lag alert
-        must not fire while a new member warms up.
-        """
-        labels = (str(job.task), job.store_name)
-        roles = self._roles  # swapped whole by the main thread
-        gauge, other = self.metrics.standby_lag, self.metrics.warmup_lag
-        if job.task in roles.warmup or job.task in roles.active:
-            gauge, other = other, gauge
-        if self._lag_labels.get(labels) is other:
-            other.remove(*labels)
-        self._lag_labels[labels] = gauge
-        gauge.labels(*labels).set(lag)
-
-    def _prune_standby_lag(self) -> None:
-        hosted = {str(t) for t in self.standbys.hosted}
-        for labels in [x for x in self._lag_labels if x[0] not in hosted]:
-            self._lag_labels.pop(labels).remove(*labels)
 
     def _consumer_error(self, err: KafkaError) -> None:
         if err.fatal():
@@ -724,68 +515,7 @@ class Worker:
                 self.metrics.lag.labels(topic, str(partition)).set(max(0, high - position))
 
     # -- records that fail ---------------------------------------------------------------
-    def _dead_letter(self, error: BaseException, stage: str, msg: Message) -> None:
-        topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
-        if self.config.error_handler is ErrorHandler.FAIL:
-            raise RecordFailed(f"{stage} failed at {topic}[{partition}]@{offset}: {error}") from error
-        log.warning(
-            "record sent to the DLQ",
-            extra={
-                "task_topic": topic,
-                "partition": partition,
-                "offset": offset,
-                "stage": stage,
-                "error": f"{type(error).__name__}: {error}",
-            },
-        )
-        try:
-            self.output.send(
-                self._dlq,
-                msg.key(),
-                msg.value(),
-                None,
-                msg.timestamp()[1],
-                dlq_headers(topic, partition, offset, stage, error),
-            )
-        except OutputRecordRefused as refused:  # nowhere left to put it: stop rather than drop it
-            raise RecordFailed(
-                f"{stage} failed at {topic}[{partition}]@{offset} ({error}) and the dead-letter "
-                f"topic refused the record too: {refused}"
-            ) from refused
-        self.metrics.dlq.labels(stage).inc()
-
     # -- tasks and rebalances ------------------------------------------------------------------
-    def _open_store(self, task_id: TaskId, name: str) -> KeyValueStore:
-        """``state_dir/<app>/<task>/<store>``: the same folder for the active task and its standby."""
-        if self.config.store is StoreKind.MEMORY:
-            return MemoryStore()
-        return RocksDBStore(self.app_dir / str(task_id) / name)
-
-    def _open_stores(self, task_id: TaskId) -> dict[str, KeyValueStore]:
-        sub = self.topology.subtopologies[task_id.subtopology]
-        names = [s.name for s in sub.stores] + [t.store.name for t in sub.tables]
-        return {name: self._open_store(task_id, name) for name in names}
-
-    def _restore_jobs(self, task_id: TaskId, stores: dict[str, KeyValueStore]) -> list[RestoreJob]:
-        """One job per store: changelogs to their end, tables' source topics tailed for good."""
-        sub = self.topology.subtopologies[task_id.subtopology]
-        jobs = [
-            RestoreJob(task_id, s.name, changelog_topic(self.app, s.name), task_id.partition, stores[s.name])
-            for s in sub.stores
-        ]
-        jobs += [
-            RestoreJob(
-                task_id,
-                t.store.name,
-                t.store.source_topic or "",
-                task_id.partition,
-                stores[t.store.name],
-                tail=True,
-            )
-            for t in sub.tables
-        ]
-        return jobs
-
     def _on_assign(self, assigned: list[tuple[str, int]]) -> None:
         self.metrics.rebalances.labels("assign").inc()
         log.info("rebalance: assign", extra={"partitions": assigned})
@@ -846,8 +576,8 @@ class Worker:
         sub = self.topology.subtopologies[task_id.subtopology]
         promoted = self.standbys.promote(task_id)  # a standby hands over its warm, open stores
         if promoted is not None:
-            self._prune_standby_lag()
-        stores = promoted if promoted is not None else self._open_stores(task_id)
+            self.copy_lag.prune(self.standbys.hosted)
+        stores = promoted if promoted is not None else self.stores.open(task_id)
         warm = any(store.checkpoint() is not None for store in stores.values())
         if promoted is not None and warm:
             kind = "promoted"
@@ -867,10 +597,10 @@ class Worker:
             send=self.output.send,
             gate=self.gate,
             caching=self.config.write_cache,
-            dead_letter=self._dead_letter,
+            dead_letter=self.dead_letter,
         )
         self.tasks[task_id] = task
-        restore = TaskRestore(task_id, self._restore_jobs(task_id, stores), self._ready.put)
+        restore = TaskRestore(task_id, self.stores.restore_jobs(task_id, stores), self._ready.put)
         self._restores[task_id] = restore
         self.restorer.add(restore)
         log.info(
@@ -1003,17 +733,6 @@ class Worker:
             and self._failed is None
             and not self._stop.is_set()
         )
-
-
-_CONSUMER_ONLY = {
-    "session.timeout.ms",
-    "heartbeat.interval.ms",
-    "max.poll.interval.ms",
-    "fetch.min.bytes",
-    "fetch.wait.max.ms",
-    "auto.offset.reset",
-    "group.protocol",
-}
 
 
 def _hard_exit(grace: float) -> None:

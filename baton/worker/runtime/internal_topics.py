@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 import time
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec  # type: ignore[attr-defined]
 from confluent_kafka.cimpl import NewTopic
 
-from baton.worker.graph import BuiltTopology, SinkNode, SubTopology, reachable
 from baton.worker.naming import changelog_topic, dlq_topic, internal_topic
+from baton.worker.topology.graph import BuiltTopology, SinkNode, SubTopology, reachable
 
 log = logging.getLogger(__name__)
 
@@ -114,3 +114,71 @@ def topic_settings(admin: AdminClient, topic: str, timeout: float = 15.0) -> dic
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     configs = admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout)
     return {k: c.value for k, c in configs.items() if c.value is not None}
+
+
+def create_for(
+    admin: AdminClient,
+    topology: BuiltTopology,
+    app: str,
+    topic_to_sub: dict[str, int],
+    replication_factor: int,
+) -> None:
+    """Create the application's missing internal topics, sized from its input and table topics."""
+    external = [
+        t
+        for t in topic_to_sub
+        if not any(
+            s.internal and f"{app}-{x}" == t
+            for sub in topology.subtopologies
+            for s in sub.sources
+            for x in s.topics
+        )
+    ]
+    tables = [
+        t.store.source_topic for sub in topology.subtopologies for t in sub.tables if t.store.source_topic
+    ]
+    counts = partition_counts(admin, external + tables, timeout=60)
+    ensure_topics(admin, planned_topics(topology, app, counts, replication_factor))
+
+
+class TopicFacts:
+    """What the worker reads about topics after start-up, each read when first needed.
+
+    Settings are cached per topic (``max.message.bytes`` after the broker refused a batch as
+    too large, ``delete.retention.ms`` before a restore from a snapshot); end offsets are
+    read fresh (the group leader turns the members' offset sums into lags with them)."""
+
+    def __init__(self, admin: AdminClient) -> None:
+        self._admin = admin
+        self._settings: dict[str, dict[str, str]] = {}
+
+    def setting(self, topic: str, name: str) -> int | None:
+        """One integer setting of a topic; None, logged, if it cannot be read."""
+        if topic not in self._settings:
+            try:
+                self._settings[topic] = topic_settings(self._admin, topic)
+            except Exception as exc:
+                log.warning(
+                    "topic settings unknown", extra={"topic": topic, "setting": name, "error": str(exc)}
+                )
+                return None
+        value = self._settings[topic].get(name)
+        return int(value) if value is not None else None
+
+    def size_limit(self, topic: str) -> int | None:
+        """The topic's max.message.bytes (unknown: nothing is refused by size, the commit fails as before)."""
+        return self.setting(topic, "max.message.bytes")
+
+    def end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int] | None:
+        """Membership thread, on the leader: the changelogs' ends, to turn offset sums into lags."""
+        try:
+            latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+            futures = self._admin.list_offsets(
+                {TopicPartition(t, p): latest for t, p in partitions}, request_timeout=10
+            )
+            return {(tp.topic, tp.partition): int(f.result(15).offset) for tp, f in futures.items()}
+        except Exception as exc:
+            log.warning(
+                "changelog end offsets unknown; reported state counts as caught up", extra={"error": str(exc)}
+            )
+            return None

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from baton.worker.cache import TaskStore
-from baton.worker.context import ORIGIN_HEADER, RecordContext, Send, SinkGate, decode_origin
-from baton.worker.graph import SubTopology
 from baton.worker.naming import TaskId, changelog_topic, internal_topic
-from baton.worker.output import OutputRecordRefused
-from baton.worker.processors import Processor, build_tree
-from baton.worker.stores import KeyValueStore
+from baton.worker.runtime.processors import Processor, build_tree
+from baton.worker.runtime.producer import OutputRecordRefused
+from baton.worker.state.stores import KeyValueStore
+from baton.worker.state.task_store import TaskStore
+from baton.worker.topology.context import ORIGIN_HEADER, RecordContext, Send, SinkGate, decode_origin
+from baton.worker.topology.graph import SubTopology
 
 
 class Message(Protocol):

@@ -27,7 +27,7 @@ from baton.control.channel import ControlReader, ensure_control_topic
 from baton.control.gate import Gate
 from baton.control.messages import Color, Drained, Prepare, Report, TopicPartition
 
-log = logging.getLogger("baton.worker.bluegreen")
+log = logging.getLogger("baton.worker.runtime.bluegreen")
 
 
 class BlueGreen:

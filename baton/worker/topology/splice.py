@@ -20,7 +20,7 @@ on its own record only. docs/concepts.md says the same for users.
 
 from __future__ import annotations
 
-from baton.worker.graph import BuiltTopology
+from baton.worker.topology.graph import BuiltTopology
 
 
 def flip_refusal(topology: BuiltTopology) -> str:

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from baton.worker.context import RecordContext, Send
-from baton.worker.graph import StoreSpec
-from baton.worker.stores import KeyValueStore
+from baton.worker.state.stores import KeyValueStore
+from baton.worker.topology.context import RecordContext, Send
+from baton.worker.topology.graph import StoreSpec
 
 MISSING: Any = object()
 # In the overlay: deleted since the last commit (the persistent store may still hold the key).

@@ -24,7 +24,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from baton.worker.context import Headers
+from baton.worker.topology.context import Headers
 
 log = logging.getLogger(__name__)
 

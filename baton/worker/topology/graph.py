@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from baton.worker.serdes import Serde
-from baton.worker.windows import TimeWindows
+from baton.worker.topology.serdes import Serde
+from baton.worker.topology.windows import TimeWindows
 
 
 @dataclass(eq=False)

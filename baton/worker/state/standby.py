@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from baton.worker import statedir
 from baton.worker.naming import TaskId
-from baton.worker.restore import RestoreJob, Restorer, TaskRestore
-from baton.worker.stores import KeyValueStore
+from baton.worker.state import statedir
+from baton.worker.state.restore import RestoreJob, Restorer, TaskRestore
+from baton.worker.state.stores import KeyValueStore
 
 log = logging.getLogger(__name__)
 

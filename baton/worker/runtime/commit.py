@@ -55,8 +55,8 @@ from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from baton.worker.output import DeliveryFailed, Output
-from baton.worker.task import Task
+from baton.worker.runtime.producer import DeliveryFailed, Output
+from baton.worker.runtime.task import Task
 
 log = logging.getLogger(__name__)
 

@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from baton.worker.snapshot_fs import S3Settings, open_store
-from baton.worker.stores import KeyValueStore
+from baton.worker.state.snapshot_fs import open_store
+from baton.worker.state.snapshot_uri import S3Settings
+from baton.worker.state.stores import KeyValueStore
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Helpers for failover tests and the failover benchmark: group views, standby and metric scraping.
 
-Like ``testing.py``, nothing here fakes Kafka: the group is described by the real
+Like ``baton.testing``, nothing here fakes Kafka: the group is described by the real
 broker, and what a worker hosts is read from its own log lines and ``/metrics``.
 """
 
@@ -8,16 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import orjson
 from confluent_kafka import ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._group import ConsumerGroupDescription
 
-from baton.worker.testing import WorkerProcess, produce
-
-EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "click_counter.py")
+from baton.testing import WorkerProcess, produce
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from baton.worker.dsl import Topology
-from baton.worker.graph import BuiltTopology
+from baton.worker.topology.dsl import Topology
+from baton.worker.topology.graph import BuiltTopology
 
 DEFAULT_ATTR = "topology"
 

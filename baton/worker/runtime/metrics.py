@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from baton.worker.assignment.wire import Roles
+from baton.worker.naming import TaskId
+from baton.worker.state.restore import RestoreJob
 
 
 class Metrics:
@@ -81,3 +87,34 @@ class Metrics:
         self.ready = Gauge("baton_ready", "1 when every assigned task is restored and active", registry=r)
         self.info = Gauge("baton_worker_info", "Worker identity", ["application_id"], registry=r)
         self.info.labels(application_id).set(1)
+
+
+class CopyLag:
+    """The lag gauges of this member's standby and warmup copies, one series per (task, store).
+
+    A warmup (or an active the leader gave us that its old owner still releases) is reported
+    apart from standbys: it is expected to be behind, and the standby lag alert must not
+    fire while a new member warms up. A series moves between the two gauges when the copy's
+    role changes, and goes when the copy does."""
+
+    def __init__(self, metrics: Metrics, roles: Callable[[], Roles]) -> None:
+        self._metrics = metrics
+        self._roles = roles
+        self._labels: dict[tuple[str, str], Gauge] = {}
+
+    def set(self, job: RestoreJob, lag: int) -> None:
+        """Restore thread: never called for a task after ``Restorer.remove`` returned."""
+        labels = (str(job.task), job.store_name)
+        roles = self._roles()  # swapped whole by the processing thread
+        gauge, other = self._metrics.standby_lag, self._metrics.warmup_lag
+        if job.task in roles.warmup or job.task in roles.active:
+            gauge, other = other, gauge
+        if self._labels.get(labels) is other:
+            other.remove(*labels)
+        self._labels[labels] = gauge
+        gauge.labels(*labels).set(lag)
+
+    def prune(self, hosted: Iterable[TaskId]) -> None:
+        keep = {str(t) for t in hosted}
+        for labels in [x for x in self._labels if x[0] not in keep]:
+            self._labels.pop(labels).remove(*labels)

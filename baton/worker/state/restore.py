@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from baton.worker.naming import TaskId
-from baton.worker.stores import KeyValueStore
+from baton.worker.state.stores import KeyValueStore
 
 log = logging.getLogger(__name__)
 # How long the thread waits for records (or, idle, for work) before it looks at its requests

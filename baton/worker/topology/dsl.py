@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from baton.worker.graph import (
+from baton.worker.topology.graph import (
     AggregateNode,
     BuiltTopology,
     FilterNode,
@@ -37,8 +37,8 @@ from baton.worker.graph import (
     TableNode,
     reachable,
 )
-from baton.worker.serdes import BYTES, JSON, Serde
-from baton.worker.windows import TimeWindows, WindowedSerde
+from baton.worker.topology.serdes import BYTES, JSON, Serde
+from baton.worker.topology.windows import TimeWindows, WindowedSerde
 
 
 class TopologyError(ValueError):

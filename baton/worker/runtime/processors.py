@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from baton.worker.cache import MISSING, TaskStore
-from baton.worker.context import ORIGIN_HEADER, RecordContext, Send, SinkGate, encode_origin
-from baton.worker.graph import (
+from baton.worker.state.task_store import MISSING, TaskStore
+from baton.worker.topology.context import ORIGIN_HEADER, RecordContext, Send, SinkGate, encode_origin
+from baton.worker.topology.graph import (
     AggregateNode,
     FilterNode,
     FlatMapNode,
@@ -25,8 +25,8 @@ from baton.worker.graph import (
     SinkNode,
     SourceNode,
 )
-from baton.worker.serdes import Serde
-from baton.worker.windows import TimeWindows, Windowed
+from baton.worker.topology.serdes import Serde
+from baton.worker.topology.windows import TimeWindows, Windowed
 
 
 class Processor:

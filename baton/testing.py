@@ -45,7 +45,7 @@ class WorkerProcess:
 
     def __init__(
         self,
-        topology: str,
+        topology: str | Path,
         *,
         bootstrap: str,
         application_id: str,
@@ -61,7 +61,7 @@ class WorkerProcess:
             "-c",
             _LAUNCH,
             "run",
-            topology,
+            str(topology),
             "--bootstrap-servers",
             bootstrap,
             "--application-id",
@@ -122,9 +122,9 @@ class WorkerProcess:
 
     def port(self, timeout: float = 30.0) -> int:
         line = wait_for(
+            f"{self.log_path.name}: no http port",
             lambda: next((x for x in self.logs() if x.get("msg") == "http listening"), None),
             timeout,
-            f"{self.log_path.name}: no http port",
         )
         port = line["port"]
         assert isinstance(port, int)
@@ -139,7 +139,7 @@ class WorkerProcess:
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         wait_for(
-            lambda: self.alive and self.http("/readyz")[0] == 200, timeout, f"{self.log_path.name} not ready"
+            f"{self.log_path.name} not ready", lambda: self.alive and self.http("/readyz")[0] == 200, timeout
         )
 
     def restored(self) -> int:
@@ -162,15 +162,26 @@ class WorkerProcess:
         return total
 
 
-def wait_for(check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.2) -> T:
+def wait_for(
+    what: str,
+    probe: Callable[[], T | None],
+    timeout: float = 60.0,
+    every: float = 0.25,
+    detail: Callable[[], str] | None = None,
+) -> T:
+    """Poll ``probe`` until it returns something truthy and return that.
+
+    On timeout raise ``TimeoutError`` naming ``what`` and the last value, plus ``detail()``
+    (a log tail, say) so a failed wait says why without a rerun."""
     deadline = time.monotonic() + timeout
     while True:
-        result = check()
-        if result:
-            return result
+        last = probe()
+        if last:
+            return last
         if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(interval)
+            extra = f"\n{detail()}" if detail is not None else ""
+            raise TimeoutError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r}){extra}")
+        time.sleep(every)
 
 
 def produce(

@@ -16,43 +16,10 @@ path); a worker reads the same URI here:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-S3_SCHEMES = ("s3", "s3a")
-
-
-@dataclass(frozen=True)
-class S3Settings:
-    """Where an S3-compatible store is, beyond what the AWS chain finds: None means AWS's own."""
-
-    endpoint: str | None = None  # http(s)://host[:port]
-    region: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.endpoint is not None:
-            parsed = urlparse(self.endpoint)
-            if parsed.scheme not in ("http", "https") or not parsed.netloc:
-                raise ValueError(
-                    f"S3 endpoint {self.endpoint!r} must be an http:// or https:// URL, e.g. http://minio:9000"
-                )
-
-
-def is_object_store(root: str) -> bool:
-    return urlparse(root).scheme in S3_SCHEMES
-
-
-def readable(root: str) -> None:
-    """Raise ValueError, saying why, unless workers can read snapshots from ``root``."""
-    parsed = urlparse(root)
-    if parsed.scheme in S3_SCHEMES and not parsed.netloc:
-        raise ValueError(f"snapshot store {root!r} names no bucket (s3a://bucket/prefix)")
-    if parsed.scheme not in ("", "file", *S3_SCHEMES):
-        raise ValueError(
-            f"snapshot store {root!r}: workers read local paths, file:// and s3a:// (or s3://) stores; "
-            f"{parsed.scheme}:// is written by the compactor only"
-        )
+from baton.worker.state.snapshot_uri import S3_SCHEMES, S3Settings, readable
 
 
 def open_store(root: str, s3: S3Settings | None = None) -> tuple[Any, str]:

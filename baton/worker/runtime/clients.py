@@ -1,0 +1,100 @@
+"""The settings of the worker's Kafka clients, derived from its config alone.
+
+Four clients read the same ``--kafka key=value`` settings: the data consumer, the producer,
+the group member (kafka-python, ``assignment/membership.py``) and the control-topic follower
+(``bluegreen.py``). ``consumer.``/``producer.`` prefixes route a setting to one of them, and
+consumer-only settings never reach a producer (librdkafka warns about each one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from baton.worker.assignment.membership import kafka_python_config
+from baton.worker.config import ProcessingGuarantee, WorkerConfig
+
+CONSUMER_ONLY = frozenset(
+    {
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "max.poll.interval.ms",
+        "fetch.min.bytes",
+        "fetch.wait.max.ms",
+        "auto.offset.reset",
+        "group.protocol",
+    }
+)
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """The clients of one worker process, named ``<application id>-<ident>`` so broker logs tell them apart."""
+
+    config: WorkerConfig
+    ident: str
+
+    @property
+    def app(self) -> str:
+        return self.config.application_id
+
+    @property
+    def eos(self) -> bool:
+        return self.config.processing_guarantee is ProcessingGuarantee.EXACTLY_ONCE_V2
+
+    def base(self) -> dict[str, Any]:
+        return {"bootstrap.servers": self.config.bootstrap_servers, "client.id": f"{self.app}-{self.ident}"}
+
+    def consumer(self) -> dict[str, Any]:
+        conf: dict[str, Any] = {
+            **self.base(),
+            "group.id": self.app,  # committed offsets are read for it; it never joins (membership.py does)
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed" if self.eos else "read_uncommitted",
+        }
+        conf.update(
+            {
+                k.removeprefix("consumer."): v
+                for k, v in self.config.kafka_config.items()
+                if not k.startswith("producer.")
+            }
+        )
+        return conf
+
+    def producer(self) -> dict[str, Any]:
+        conf: dict[str, Any] = {
+            **self.base(),
+            "partitioner": "murmur2_random",  # the Java client's partitioner: co-partitioning with JVM apps
+            "linger.ms": 5,
+            "enable.idempotence": True,
+        }
+        if self.eos:
+            conf["transactional.id"] = f"{self.app}-{self.ident}"
+            # Kafka Streams' EOS default: a dead owner blocks 10 s at most
+            conf["transaction.timeout.ms"] = 10000
+        conf.update(
+            {
+                k.removeprefix("producer."): v
+                for k, v in self.config.kafka_config.items()
+                if not k.startswith("consumer.") and k not in CONSUMER_ONLY
+            }
+        )
+        return conf
+
+    def membership(self) -> dict[str, Any]:
+        """kafka-python's spelling of the same settings, for the group member."""
+        return {
+            "bootstrap_servers": self.config.bootstrap_servers.split(","),
+            "client_id": f"{self.app}-{self.ident}",
+            **kafka_python_config(self.config.kafka_config),
+        }
+
+    def shared(self) -> dict[str, Any]:
+        """Settings for a client that both reads and writes (the control-topic follower)."""
+        return {
+            k: v
+            for k, v in self.config.kafka_config.items()
+            if not k.startswith(("consumer.", "producer.")) and k not in CONSUMER_ONLY
+        }

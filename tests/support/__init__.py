@@ -1,0 +1,1 @@
+"""Helpers Baton's own tests share (not shipped in the wheel)."""
