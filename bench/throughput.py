@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
+import sys
 import tempfile
 import time
 import uuid
@@ -29,7 +29,11 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from baton.testing import WorkerProcess, produce, wait_for
+from baton.testing import WorkerProcess, latest_by_key, read_all, wait_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))
+
+from batondev.standbys import load_user_clicks
 
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "click_counter.py")
 
@@ -75,6 +79,7 @@ def run_one(
         "records_per_second": round(events / seconds),
         "end_to_end_seconds": round(last - started, 2),
         "exit_code": code,
+        "sink": sink,
     }
 
 
@@ -137,6 +142,7 @@ def run_ceiling(bootstrap: str, source: str, events: int) -> dict[str, float | s
         "records_per_second": round(done / seconds),
         "end_to_end_seconds": round(last - started, 2),
         "exit_code": 0,
+        "sink": sink,
     }
 
 
@@ -150,34 +156,34 @@ def main() -> None:
     source = f"bench-clicks-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
     admin.create_topics([NewTopic(source, 8, 1)])[source].result(30)
-    rng = random.Random(1)
-    users = [f"user-{i}" for i in range(args.users)]
     t0 = time.monotonic()
-
-    def events() -> object:
-        for i in range(args.events):
-            user = rng.choice(users)
-            yield user.encode(), orjson.dumps({"user_id": user, "timestamp": 1678886400 + i})
-
-    produce(args.bootstrap, source, events())  # type: ignore[arg-type]
+    expected = load_user_clicks(args.bootstrap, source, args.events, args.users)
     print(f"produced {args.events:,} events in {time.monotonic() - t0:.1f}s")
     ceiling = run_ceiling(args.bootstrap, source, args.events)
     results = [ceiling]
     with tempfile.TemporaryDirectory() as tmp:
         for guarantee in ("at_least_once", "exactly_once_v2"):
             results.append(run_one(args.bootstrap, source, guarantee, args.events, Path(tmp)))
+    for r in results:  # every run must have counted every click: a fast wrong answer is no answer
+        finals = latest_by_key(read_all(args.bootstrap, str(r["sink"]), timeout=300))
+        got = {k: int(v) for k, v in finals.items() if k is not None and v is not None}
+        r["exact"] = got == expected
     for r in results:
         r["of_ceiling"] = round(float(r["records_per_second"]) / float(ceiling["records_per_second"]), 2)
-    print(f"{'run':<22}{'events':>10}{'seconds':>10}{'records/s':>12}{'of ceiling':>12}{'end-to-end s':>14}")
+    print(
+        f"{'run':<22}{'events':>10}{'seconds':>10}{'records/s':>12}{'of ceiling':>12}{'end-to-end s':>14}{'exact':>8}"
+    )
     for r in results:
         print(
             f"{r['guarantee']:<22}{r['events']:>10,}{r['seconds']:>10}{r['records_per_second']:>12,}"
-            f"{r['of_ceiling']:>12}{r['end_to_end_seconds']:>14}"
+            f"{r['of_ceiling']:>12}{r['end_to_end_seconds']:>14}{'yes' if r['exact'] else 'NO':>8}"
         )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(
         orjson.dumps({"cpus": os.cpu_count(), "results": results}, option=orjson.OPT_INDENT_2).decode()
     )
+    if not all(r["exact"] and r["exit_code"] == 0 for r in results):
+        sys.exit("a run did not count every click exactly (see the table)")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ broker, and what a worker hosts is read from its own log lines and ``/metrics``.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -48,6 +49,28 @@ def load_clicks(bootstrap: str, topic: str, keys: int) -> None:
     """``keys`` clicks of distinct users into ``topic``, 100,000 per produce call (bench inputs)."""
     for start in range(0, keys, 100_000):
         produce(bootstrap, topic, clicks(start, min(100_000, keys - start)))
+
+
+def user_clicks(events: int, users: int) -> Iterator[tuple[bytes, bytes]]:
+    """``events`` clicks spread over ``users`` users, seeded: every throughput run reads the same input."""
+    rng = random.Random(1)
+    names = [f"user-{i}" for i in range(users)]
+    for i in range(events):
+        user = rng.choice(names)
+        yield user.encode(), orjson.dumps({"user_id": user, "timestamp": 1678886400 + i})
+
+
+def load_user_clicks(bootstrap: str, topic: str, events: int, users: int) -> dict[bytes, int]:
+    """Produce ``user_clicks`` into ``topic``; returns the count per user a counter must end with."""
+    expected: dict[bytes, int] = {}
+
+    def counted() -> Iterator[tuple[bytes, bytes]]:
+        for key, value in user_clicks(events, users):
+            expected[key] = expected.get(key, 0) + 1
+            yield key, value
+
+    produce(bootstrap, topic, counted())
+    return expected
 
 
 def _clicks(start: int, n: int, prefix: str) -> Iterator[tuple[bytes, bytes]]:

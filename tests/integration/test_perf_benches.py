@@ -1,0 +1,74 @@
+"""The short variants of ``bench/throughput.py`` and ``bench/profile.py``.
+
+Throughput: the plain-Python ceiling and both of Baton's guarantees on the same small input,
+each checked for exact final counts per user (the bench exits non-zero otherwise). Profile:
+py-spy samples a worker and every sample of the processing thread lands in a stage. Times
+and shares are printed and kept in the JSON; nothing here fails on a wall-clock threshold.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from batondev.paths import BENCH
+
+pytestmark = pytest.mark.integration
+
+
+def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_throughput_bench_counts_exactly_against_the_ceiling(kafka_bootstrap: str, tmp_path: Path) -> None:
+    out = tmp_path / "throughput.json"
+    proc = _run(
+        "throughput.py",
+        "--bootstrap",
+        kafka_bootstrap,
+        "--events",
+        "20000",
+        "--users",
+        "500",
+        "--json",
+        str(out),
+    )
+    report = json.loads(out.read_text())
+    runs = {r["guarantee"]: r for r in report["results"]}
+    assert set(runs) == {"plain loop (ceiling)", "at_least_once", "exactly_once_v2"}
+    assert all(r["exact"] and r["events"] == 20000 and r["exit_code"] == 0 for r in runs.values()), runs
+    assert runs["plain loop (ceiling)"]["of_ceiling"] == 1.0
+    assert all(r["of_ceiling"] > 0 for r in runs.values())
+    assert "of ceiling" in proc.stdout
+
+
+def test_profile_bench_charges_every_sample_to_a_stage(kafka_bootstrap: str, tmp_path: Path) -> None:
+    out = tmp_path / "profile.json"
+    _run(
+        "profile.py",
+        "--bootstrap",
+        kafka_bootstrap,
+        "--events",
+        "50000",
+        "--users",
+        "500",
+        "--json",
+        str(out),
+    )
+    report = json.loads(out.read_text())
+    assert report["samples"] > 0
+    assert abs(sum(report["stages"].values()) - 100) < 1, report["stages"]
+    assert any(name.startswith("deserialize") for name in report["stages"]), report["stages"]
