@@ -87,11 +87,11 @@ def analyse(raw: Path) -> dict[str, object]:
             continue
         main += count
         stages[_stage(frames)] += count
-        leaves[re.sub(r":\d+\)$", ")", frames[-1])] += count
+        leaves[frames[-1]] += count
     return {
         "samples": main,
         "stages": {k: round(100 * v / main, 1) for k, v in stages.most_common()},
-        "top_leaves": {k: round(100 * v / main, 1) for k, v in leaves.most_common(15)},
+        "top_leaves": {k: round(100 * v / main, 1) for k, v in leaves.most_common(20)},
         "other_threads_samples": dict(threads.most_common(5)),
     }
 
@@ -152,7 +152,7 @@ def main() -> None:
     print(f"{'stage':<58}{'share %':>9}")
     for name, share in result["stages"].items():
         print(f"{name:<58}{share:>9}")
-    print(f"\n{'leaf function':<90}{'share %':>9}")
+    print(f"\n{'leaf function (line)':<90}{'share %':>9}")
     for name, share in result["top_leaves"].items():
         print(f"{name[:88]:<90}{share:>9}")
     args.json.write_text(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
