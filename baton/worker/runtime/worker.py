@@ -102,7 +102,6 @@ class Worker:
         self._failed: BaseException | None = None
         self._joined = False
         self._heartbeat = time.monotonic()
-        self._dlq = dlq_topic(self.app)
         self.http_port: int | None = None
         # standbys and warmups: this member's roles from the latest assignment, applied when dirty
         self._roles = Roles()
@@ -172,8 +171,9 @@ class Worker:
         self.http_port = server.server_address[1]
         log.info("http listening", extra={"port": self.http_port})
         self.clients = ClientSettings(self.config, self._ident)
+        admin = AdminClient(self.clients.base())
         internal_topics.create_for(
-            AdminClient(self.clients.base()),
+            admin,
             self.topology,
             self.app,
             self.topic_to_sub,
@@ -181,7 +181,7 @@ class Worker:
         )
         if self.config.color is not None:
             self._start_bluegreen()
-        self.topics = internal_topics.TopicFacts(AdminClient(self.clients.base()))
+        self.topics = internal_topics.TopicFacts(admin)
         changelogs = {changelog_topic(self.app, s.name) for s in self.topology.stores()}
         self.output = Output(self.clients.producer(), changelogs, size_limit=self.topics.size_limit)
         self.consumer = Consumer(self.clients.consumer())
@@ -194,7 +194,7 @@ class Worker:
                 self._commit,
                 self.tasks,
                 sorted(t for t in self.topic_to_sub if t not in internal),
-                flip_refusal(self.topology),
+                self._flip_refusal,
                 self._held,
             )
         self.dead_letter = DeadLetters(
