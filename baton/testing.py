@@ -55,7 +55,9 @@ class WorkerProcess:
         instance_id: str | None = None,
         extra_args: Iterable[str] = (),
         env: dict[str, str] | None = None,
+        processes: int = 1,
     ) -> None:
+        self.processes = processes  # > 1: a supervisor, whose port serves all its processes
         self.args = [
             sys.executable,
             "-c",
@@ -76,6 +78,8 @@ class WorkerProcess:
         ]
         if instance_id:
             self.args += ["--instance-id", instance_id]
+        if processes > 1:
+            self.args += ["--processes", str(processes)]
         self.log_path = log_path
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
@@ -121,9 +125,14 @@ class WorkerProcess:
         return out
 
     def port(self, timeout: float = 30.0) -> int:
+        """The port of /metrics, /healthz, /readyz: the supervisor's when it runs several processes."""
+        logger = "baton.worker.processes.supervisor" if self.processes > 1 else "baton.worker"
         line = wait_for(
             f"{self.log_path.name}: no http port",
-            lambda: next((x for x in self.logs() if x.get("msg") == "http listening"), None),
+            lambda: next(
+                (x for x in self.logs() if x.get("msg") == "http listening" and x.get("logger") == logger),
+                None,
+            ),
             timeout,
         )
         port = line["port"]

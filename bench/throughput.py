@@ -2,6 +2,7 @@
 against the plain-Python ceiling measured in the same run.
 
     python bench/throughput.py --bootstrap 127.0.0.1:9092 [--events 1000000] [--json bench/throughput.json]
+    python bench/throughput.py --processes 1,2     # also one pod of two worker processes (--processes 2)
 
 The clock runs from the first processed record to the last (scraped from the worker's
 ``baton_records_consumed_total``), so process start, group join and topic creation are
@@ -35,13 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))
 
 from batondev.standbys import load_user_clicks
 
+POLL_S = 0.25  # how often the worker's consumed-records counter is scraped
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "click_counter.py")
 
 
 def run_one(
-    bootstrap: str, source: str, guarantee: str, events: int, workdir: Path
+    bootstrap: str, source: str, guarantee: str, events: int, workdir: Path, *, processes: int = 1
 ) -> dict[str, float | str]:
-    sink = f"{source}-counts-{guarantee}"
+    sink = f"{source}-counts-{guarantee}-{processes}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(sink, 8, 1)])[sink].result(30)
     app = f"bench-{guarantee}-{uuid.uuid4().hex[:6]}"
@@ -53,6 +55,7 @@ def run_one(
         log_path=workdir / f"{app}.log",
         guarantee=guarantee,
         env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
+        processes=processes,
     )
     started = time.monotonic()
     worker.start()
@@ -68,12 +71,13 @@ def run_one(
             last = now
             return done >= events
 
-        wait_for(f"{guarantee}: did not finish", progress, 600, every=0.25)
+        wait_for(f"{guarantee}: did not finish", progress, 600, every=POLL_S)
     finally:
         code = worker.stop(60)
-    seconds = last - first
+    seconds = max(last - first, POLL_S)  # a run shorter than one poll is known only to that granularity
     return {
         "guarantee": guarantee,
+        "processes": processes,
         "events": events,
         "seconds": round(seconds, 2),
         "records_per_second": round(events / seconds),
@@ -134,9 +138,10 @@ def run_ceiling(bootstrap: str, source: str, events: int) -> dict[str, float | s
         last = time.monotonic()
     finally:
         consumer.close()
-    seconds = last - first
+    seconds = max(last - first, POLL_S)  # a run shorter than one poll is known only to that granularity
     return {
         "guarantee": "plain loop (ceiling)",
+        "processes": 1,
         "events": done,
         "seconds": round(seconds, 2),
         "records_per_second": round(done / seconds),
@@ -152,7 +157,13 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--users", type=int, default=10_000)
     parser.add_argument("--json", type=Path, default=Path("bench/throughput.json"))
+    parser.add_argument(
+        "--processes",
+        default="1",
+        help="comma-separated worker process counts to run (baton run --processes N), e.g. 1,2",
+    )
     args = parser.parse_args()
+    process_counts = [int(n) for n in args.processes.split(",")]
     source = f"bench-clicks-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
     admin.create_topics([NewTopic(source, 8, 1)])[source].result(30)
@@ -163,20 +174,27 @@ def main() -> None:
     results = [ceiling]
     with tempfile.TemporaryDirectory() as tmp:
         for guarantee in ("at_least_once", "exactly_once_v2"):
-            results.append(run_one(args.bootstrap, source, guarantee, args.events, Path(tmp)))
+            for processes in process_counts:
+                results.append(
+                    run_one(args.bootstrap, source, guarantee, args.events, Path(tmp), processes=processes)
+                )
     for r in results:  # every run must have counted every click: a fast wrong answer is no answer
         finals = latest_by_key(read_all(args.bootstrap, str(r["sink"]), timeout=300))
         got = {k: int(v) for k, v in finals.items() if k is not None and v is not None}
         r["exact"] = got == expected
+    single = {r["guarantee"]: float(r["records_per_second"]) for r in results if r["processes"] == 1}
     for r in results:
         r["of_ceiling"] = round(float(r["records_per_second"]) / float(ceiling["records_per_second"]), 2)
+        r["of_one_process"] = round(float(r["records_per_second"]) / single[str(r["guarantee"])], 2)
     print(
-        f"{'run':<22}{'events':>10}{'seconds':>10}{'records/s':>12}{'of ceiling':>12}{'end-to-end s':>14}{'exact':>8}"
+        f"{'run':<22}{'procs':>6}{'events':>10}{'seconds':>10}{'records/s':>12}{'of ceiling':>12}"
+        f"{'of 1 proc':>11}{'end-to-end s':>14}{'exact':>8}"
     )
     for r in results:
         print(
-            f"{r['guarantee']:<22}{r['events']:>10,}{r['seconds']:>10}{r['records_per_second']:>12,}"
-            f"{r['of_ceiling']:>12}{r['end_to_end_seconds']:>14}{'yes' if r['exact'] else 'NO':>8}"
+            f"{r['guarantee']:<22}{r['processes']:>6}{r['events']:>10,}{r['seconds']:>10}"
+            f"{r['records_per_second']:>12,}{r['of_ceiling']:>12}{r['of_one_process']:>11}"
+            f"{r['end_to_end_seconds']:>14}{'yes' if r['exact'] else 'NO':>8}"
         )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(

@@ -139,6 +139,7 @@ class StreamAppSpec(_Model):
     kafka: KafkaSpec
     application_id: str | None = None
     replicas: int = 1
+    processes_per_pod: int = 1
     standby_replicas: int = 0
     acceptable_recovery_lag: int = 10_000
     max_warmup_replicas: int = 2

@@ -1,4 +1,4 @@
-"""``baton run``: run one worker process for a topology.
+"""``baton run``: run a worker process for a topology (or ``--processes N`` of them under a supervisor).
 
 Every option can also come from its ``BATON_*`` environment variable (how the operator
 configures pods); flags win over the environment. Validation is WorkerConfig's.
@@ -76,6 +76,18 @@ from baton.worker.config import ErrorHandler, ProcessingGuarantee, StoreKind, Wo
 @click.option("--write-cache/--no-write-cache", default=None, envvar="BATON_WRITE_CACHE")
 @click.option("--shutdown-grace-seconds", type=float, envvar="BATON_SHUTDOWN_GRACE_SECONDS")
 @click.option(
+    "--processes",
+    type=int,
+    envvar="BATON_PROCESSES",
+    help="Worker processes in this pod (one core each), each a group member; one port serves "
+    "them all. Baton's num.stream.threads.",
+)
+@click.option(
+    "--host",
+    envvar="BATON_HOST",
+    help="The pod this process runs in (standbys avoid their active's host); default: the instance id.",
+)
+@click.option(
     "-X",
     "--kafka-config",
     "kafka_config",
@@ -98,6 +110,10 @@ def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> N
         config = WorkerConfig(**given)
     except ValidationError as exc:
         raise click.UsageError(str(exc)) from exc
-    logs.setup(config.application_id)
-    built = load(config.topology)
+    logs.setup(config.application_id, member=config.instance_id)
+    built = load(config.topology)  # in a supervisor too: a broken topology fails once, here
+    if config.processes > 1:
+        from baton.worker.processes.supervisor import Supervisor
+
+        sys.exit(Supervisor(config).run())
     sys.exit(Worker(config, built).run())

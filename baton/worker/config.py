@@ -79,6 +79,18 @@ class WorkerConfig(BaseSettings):
         description="Kafka Streams' state.cleanup.delay.ms: how long the stores of a task "
         "that is neither active nor standby here stay on disk (it may come back) before they are deleted",
     )
+    processes: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Worker processes in this pod, each a group member with its own state "
+        "directory, behind one metrics/health port: Baton's num.stream.threads (one process uses one core)",
+    )
+    host: str | None = Field(
+        default=None,
+        description="The pod this process runs in: the assignor keeps a task's standbys off its "
+        "active's host when another exists; default: the instance id, or the process id",
+    )
     metrics_port: int = Field(default=8080, ge=0, le=65535, description="Port of /metrics, /healthz, /readyz")
     error_handler: ErrorHandler = ErrorHandler.DLQ
     store: StoreKind = StoreKind.ROCKSDB

@@ -18,9 +18,10 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message
 
 
 class JsonFormatter(logging.Formatter):
-    def __init__(self, application_id: str) -> None:
+    def __init__(self, application_id: str, member: str | None = None) -> None:
         super().__init__()
         self.application_id = application_id
+        self.member = member  # which of a pod's processes speaks, when there are several
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
@@ -31,6 +32,8 @@ class JsonFormatter(logging.Formatter):
             "app": self.application_id,
             "msg": record.getMessage(),
         }
+        if self.member is not None:
+            out["member"] = self.member
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
                 out[key] = value
@@ -39,9 +42,9 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(out, default=str).decode()
 
 
-def setup(application_id: str, level: int = logging.INFO) -> None:
+def setup(application_id: str, level: int = logging.INFO, member: str | None = None) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter(application_id))
+    handler.setFormatter(JsonFormatter(application_id, member))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

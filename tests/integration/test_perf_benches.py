@@ -45,14 +45,23 @@ def test_throughput_bench_counts_exactly_against_the_ceiling(kafka_bootstrap: st
         "500",
         "--json",
         str(out),
+        "--processes",
+        "1,2",
     )
     report = json.loads(out.read_text())
-    runs = {r["guarantee"]: r for r in report["results"]}
-    assert set(runs) == {"plain loop (ceiling)", "at_least_once", "exactly_once_v2"}
+    runs = {(r["guarantee"], r["processes"]): r for r in report["results"]}
+    assert set(runs) == {
+        ("plain loop (ceiling)", 1),
+        ("at_least_once", 1),
+        ("at_least_once", 2),
+        ("exactly_once_v2", 1),
+        ("exactly_once_v2", 2),
+    }
     assert all(r["exact"] and r["events"] == 20000 and r["exit_code"] == 0 for r in runs.values()), runs
-    assert runs["plain loop (ceiling)"]["of_ceiling"] == 1.0
+    assert runs[("plain loop (ceiling)", 1)]["of_ceiling"] == 1.0
+    assert runs[("at_least_once", 1)]["of_one_process"] == 1.0
     assert all(r["of_ceiling"] > 0 for r in runs.values())
-    assert "of ceiling" in proc.stdout
+    assert "of ceiling" in proc.stdout and "of 1 proc" in proc.stdout
 
 
 def test_profile_bench_charges_every_sample_to_a_stage(kafka_bootstrap: str, tmp_path: Path) -> None:

@@ -154,6 +154,7 @@ def test_crd_file_is_a_single_document() -> None:
 # CRD spec fields that the operator passes to the worker as settings of another name.
 WORKER_SETTINGS = {
     "standbyReplicas": "num_standby_replicas",
+    "processesPerPod": "processes",
     "acceptableRecoveryLag": "acceptable_recovery_lag",
     "maxWarmupReplicas": "max_warmup_replicas",
     "probingRebalanceIntervalMs": "probing_rebalance_interval_ms",

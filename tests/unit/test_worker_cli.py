@@ -58,7 +58,7 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, WorkerConfig]:
     fake_runtime.Worker = FakeWorker  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "baton.worker.runtime.worker", fake_runtime)
     monkeypatch.setattr("baton.worker.topology.loader.load", lambda _target: None)
-    monkeypatch.setattr("baton.worker.logs.setup", lambda _app: None)
+    monkeypatch.setattr("baton.worker.logs.setup", lambda _app, **_kw: None)
     for name in list(os.environ):
         if name.startswith("BATON_"):
             monkeypatch.delenv(name)

@@ -74,8 +74,11 @@ def worker_env(app: StreamApp, color: Color, generation: int = 0) -> list[dict[s
         _value("bootstrap_servers", spec.kafka.bootstrap_servers),
         _value("application_id", app.color_application_id(color, generation)),
         {"name": env_var("instance_id"), "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        # the pod: with processesPerPod > 1 each process has its own instance id, one host
+        {"name": env_var("host"), "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         _value("state_dir", STATE_DIR),
         _value("processing_guarantee", spec.processing_guarantee),
+        _value("processes", str(spec.processes_per_pod)),
         _value("num_standby_replicas", str(spec.standby_replicas)),
         _value("acceptable_recovery_lag", str(spec.acceptable_recovery_lag)),
         _value("max_warmup_replicas", str(spec.max_warmup_replicas)),

@@ -196,6 +196,11 @@ class TaskAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         self._m.assignment_received(assignment, generation)
 
 
+def _log_failed_commit(offsets: object, response: object) -> None:
+    if isinstance(response, Exception):
+        log.warning("offset commit at revocation failed", extra={"error": str(response)})
+
+
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
     def __init__(self, membership: Membership) -> None:
         self._m = membership
@@ -368,16 +373,26 @@ class Membership(threading.Thread):
         future.result(timeout)
 
     # -- kafka-python's thread -------------------------------------------------------------------
-    def _run_commits(self, consumer: KafkaConsumer) -> None:
+    def _run_commits(self, consumer: KafkaConsumer, *, in_listener: bool = False) -> None:
+        """Send the processing thread's offset commits; on kafka-python's IO thread.
+
+        Inside a rebalance listener that thread cannot block on a commit (kafka-python 3
+        refuses), and the listener must return before any reply is read: the commit is
+        sent asynchronously and counts as done once sent. It goes out before the JoinGroup
+        that follows the listener, on the same coordinator connection, so the broker
+        applies it under the generation that still owns the partitions.
+        """
         while True:
             try:
                 offsets, future = self._commits.get_nowait()
             except queue.Empty:
                 return
+            to_commit = {KTopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
             try:
-                consumer.commit(
-                    {KTopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
-                )
+                if in_listener:
+                    consumer.commit_async(to_commit, callback=_log_failed_commit)
+                else:
+                    consumer.commit(to_commit)
                 future.set_result(None)
             except BaseException as exc:
                 future.set_exception(exc)
@@ -567,8 +582,17 @@ class Membership(threading.Thread):
         self.events.put(event)
         if self._stopping.is_set():
             return
-        if not event.done.wait(REVOKE_WAIT_SECONDS):
-            log.warning("revoked tasks not released in time; rejoining anyway", extra={"partitions": tps})
+        # The processing thread commits before it releases the tasks. Under at-least-once that
+        # offset commit runs on this very thread (``commit`` -> ``_run_commits``), which this
+        # listener blocks: serve it while waiting. (It used to wait out the commit's 30 s
+        # timeout, fail, and leave the next owner to count the revoked work a second time.)
+        deadline = time.monotonic() + REVOKE_WAIT_SECONDS
+        while not event.done.wait(0.01):
+            if self._consumer is not None:
+                self._run_commits(self._consumer, in_listener=True)
+            if time.monotonic() > deadline:
+                log.warning("revoked tasks not released in time; rejoining anyway", extra={"partitions": tps})
+                return
 
     def partitions_assigned(self, assigned: Collection[KTopicPartition]) -> None:
         tps = sorted((tp.topic, tp.partition) for tp in assigned)

@@ -32,6 +32,7 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
@@ -59,7 +60,7 @@ from baton.worker.runtime.dead_letters import DeadLetters, RecordFailed
 from baton.worker.runtime.flip_pause import FlipPause
 from baton.worker.runtime.metrics import CopyLag, Metrics
 from baton.worker.runtime.producer import Output
-from baton.worker.runtime.task import Task
+from baton.worker.runtime.task import Message, Task
 from baton.worker.runtime.task_stores import TaskStores
 from baton.worker.state import snapshot, statedir
 from baton.worker.state.restore import RestoreJob, Restorer, Seed, TaskRestore
@@ -128,7 +129,7 @@ class Worker:
         return GroupSettings(
             group_id=self.app,
             process=self._ident,
-            host=c.instance_id or self._ident,
+            host=c.host or c.instance_id or self._ident,
             instance_id=c.instance_id,
             topic_to_sub=dict(self.topic_to_sub),
             stateful_subs=self._stateful_subs,
@@ -336,23 +337,41 @@ class Worker:
             messages = consume(num_messages=sizer.size, timeout=0.05)
             round_started = time.monotonic()
             counts: dict[tuple[str | None, int | None], int] = {}
+            # consume() returns runs of one partition's records: the task is looked up (and
+            # counted) once per run, not once per record. The per-record path, kept lean.
+            run_topic: str | None = None
+            run_partition: int | None = -1
+            process: Callable[[Message], None] | None = None
+            n = 0
             for msg in messages:
                 err = msg.error()
                 if err is not None:
                     self._consumer_error(err)
                     continue
-                tp = (msg.topic(), msg.partition())
-                task = active.get(tp)
-                if task is None or tp in held:  # revoked within this poll, not restored yet, or held
+                topic = msg.topic()
+                partition = msg.partition()
+                if partition != run_partition or topic != run_topic:
+                    if n:
+                        tp = (run_topic, run_partition)
+                        counts[tp] = counts.get(tp, 0) + n
+                        n = 0
+                    run_topic, run_partition = topic, partition
+                    task = active.get((topic, partition))
+                    # revoked within this poll, not restored yet, or held for a flip
+                    process = None if task is None or (topic, partition) in held else task.process
+                if process is None:
                     continue
                 if holding:
                     assert bg is not None and flips is not None
-                    at = (msg.topic() or "", msg.partition() or 0)
+                    at = (topic or "", partition or 0)
                     if bg.held(at, msg.offset() or 0):
                         flips.hold(at[0], at[1], msg.offset() or 0)
                         continue
-                task.process(msg)
-                counts[tp] = counts.get(tp, 0) + 1
+                process(msg)
+                n += 1
+            if n:
+                tp = (run_topic, run_partition)
+                counts[tp] = counts.get(tp, 0) + n
             if messages:
                 sizer.observe(len(messages), time.monotonic() - round_started)
             for (topic, partition), n in counts.items():

@@ -26,17 +26,10 @@ MISSING: Any = object()
 _DELETED: Any = object()
 
 
-class _Dirty:
-    __slots__ = ("key", "offset", "origin", "partition", "timestamp", "topic", "value")
-
-    def __init__(self, key: Any, value: Any, ctx: RecordContext) -> None:
-        self.key = key
-        self.value = value
-        self.timestamp = ctx.timestamp
-        self.topic = ctx.topic
-        self.partition = ctx.partition
-        self.offset = ctx.offset
-        self.origin = (ctx.origin_topic, ctx.origin_partition, ctx.origin_offset)
+# A dirty entry: (key, value, topic, partition, offset, timestamp, origin topic, origin
+# partition, origin offset) of its latest update. A tuple built in place, not an object:
+# one per put, and a class's __init__ call cost 15 % of the click counter's processing.
+_Dirty = tuple[Any, Any, str, int, int, int, str, int, int]
 
 
 class TaskStore:
@@ -86,7 +79,18 @@ class TaskStore:
     def put(self, key_bytes: bytes, key: Any, value: Any) -> None:
         self._overlay[key_bytes] = _DELETED if value is None else value
         if self._caching:
-            self._dirty[key_bytes] = _Dirty(key, value, self._ctx)
+            ctx = self._ctx
+            self._dirty[key_bytes] = (
+                key,
+                value,
+                ctx.topic,
+                ctx.partition,
+                ctx.offset,
+                ctx.timestamp,
+                ctx.origin_topic,
+                ctx.origin_partition,
+                ctx.origin_offset,
+            )
         else:
             self._log_and_forward(key_bytes, key, value)
 
@@ -111,17 +115,27 @@ class TaskStore:
             ctx.origin_offset,
         )
         dirty, self._dirty = self._dirty, {}
+        serialize, pending, send, forward = self._serialize, self._pending, self._send, self.forward
+        topic, partition = self.changelog_topic, self.partition
         try:
             for key_bytes, entry in dirty.items():
-                ctx.topic, ctx.partition, ctx.offset, ctx.timestamp = (
-                    entry.topic,
-                    entry.partition,
-                    entry.offset,
-                    entry.timestamp,
-                )
-                ctx.origin_topic, ctx.origin_partition, ctx.origin_offset = entry.origin
+                (
+                    key,
+                    value,
+                    ctx.topic,
+                    ctx.partition,
+                    ctx.offset,
+                    ctx.timestamp,
+                    ctx.origin_topic,
+                    ctx.origin_partition,
+                    ctx.origin_offset,
+                ) = entry
+                # _log_and_forward, inlined: one call less per flushed entry
+                raw = None if value is None else serialize(value)
+                pending[key_bytes] = raw
                 try:
-                    self._log_and_forward(key_bytes, entry.key, entry.value)
+                    send(topic, key_bytes, raw, partition, ctx.timestamp, None)
+                    forward(key, value)
                 except Exception as exc:
                     self.on_flush_error(exc)
         finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -91,13 +92,20 @@ class ModelSerde(Serde[M]):
 
     def __init__(self, model: type[M]) -> None:
         self.model = model
+        # The compiled validator itself, one call per record instead of two: a model whose
+        # forward references are not resolved yet keeps pydantic's own (rebuilding) path.
+        self._validate_json: Callable[[bytes], M] = (
+            model.__pydantic_validator__.validate_json
+            if model.__pydantic_complete__
+            else model.model_validate_json
+        )
 
     def serialize(self, value: M) -> bytes:
         return value.model_dump_json().encode()
 
     def deserialize(self, data: bytes) -> M:
         try:
-            return self.model.model_validate_json(data)
+            return self._validate_json(data)
         except ValidationError as exc:
             raise SerdeError(f"invalid {self.model.__name__}: {exc.errors(include_url=False)}") from exc
 

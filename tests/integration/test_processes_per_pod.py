@@ -1,0 +1,201 @@
+"""``baton run --processes 2`` on the real broker: two "pods" of two worker processes each.
+
+What a pod of several processes promises: every process is a group member; a task's
+standby lives on the other pod; the pod's one port serves every process's metrics and is
+ready only when all are; counts are exact; and a process that dies takes its pod down
+(the other pod then owns everything, with no duplicate output under exactly-once).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import signal
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+from batondev.paths import CLICK_COUNTER
+from batondev.standbys import describe, labelled_metric
+
+from baton.testing import WorkerProcess, produce, read_all, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def _pod(name: str, bootstrap: str, app: str, tmp_path: Path, env: dict[str, str]) -> WorkerProcess:
+    return WorkerProcess(
+        CLICK_COUNTER,
+        bootstrap=bootstrap,
+        application_id=app,
+        state_dir=tmp_path / name,
+        log_path=tmp_path / f"{name}.log",
+        instance_id=name,
+        env=env,
+        processes=2,
+        extra_args=[
+            "--num-standby-replicas",
+            "1",
+            "-X",
+            "consumer.session.timeout.ms=6000",
+            "-X",
+            "consumer.heartbeat.interval.ms=1000",
+        ],
+    )
+
+
+def _clicks(rng: random.Random, n: int, expected: Counter[str]) -> list[tuple[bytes, bytes]]:
+    out = []
+    for i in range(n):
+        user = f"u{rng.randrange(300)}"
+        expected[user] += 1
+        out.append((user.encode(), orjson.dumps({"user_id": user, "timestamp": i})))
+    return out
+
+
+def _latest_roles(pods: list[WorkerProcess]) -> dict[str, dict[str, set[str]]]:
+    """Each member's (instance id's) latest roles, from its 'assignment received' log lines."""
+    roles: dict[str, dict[str, set[str]]] = {}
+    for pod in pods:
+        for line in pod.logs():
+            if line.get("msg") == "assignment received":
+                member = str(line["member"])
+                roles[member] = {r: {str(t) for t in _tasks(line.get(r))} for r in ("active", "standby")}
+    return roles
+
+
+def _tasks(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _pod_of(member: str) -> str:
+    return member if member.count("-") == 1 else member.rsplit("-", 1)[0]  # pod-0-1 -> pod-0
+
+
+def _counts(bootstrap: str, sink: str) -> dict[str, list[int]]:
+    seq: dict[str, list[int]] = {}
+    for r in read_all(bootstrap, sink):
+        assert r.key is not None and r.value is not None
+        seq.setdefault(r.key.decode(), []).append(int(r.value))
+    return seq
+
+
+def test_two_pods_of_two_processes(
+    kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+) -> None:
+    source = new_topic(8, name=f"{unique_name}-clicks")
+    sink = new_topic(8, name=f"{unique_name}-counts")
+    env = {"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink}
+    rng = random.Random(3)
+    expected: Counter[str] = Counter()
+    produce(kafka_bootstrap, source, _clicks(rng, 6000, expected))
+    pods = [_pod(f"pod-{i}", kafka_bootstrap, unique_name, tmp_path, env).start() for i in range(2)]
+    try:
+        members = wait_for(
+            "a stable group of 4 members",
+            lambda: describe(kafka_bootstrap, unique_name, expect_members=4),
+            120,
+            every=1,
+        )
+        assert sorted(m.identity for m in members) == ["pod-0", "pod-0-1", "pod-1", "pod-1-1"]
+        for pod in pods:
+            pod.wait_ready(120)
+
+        def placed() -> dict[str, dict[str, set[str]]] | None:
+            roles = _latest_roles(pods)
+            active = [t for r in roles.values() for t in r["active"]]
+            standby = [t for r in roles.values() for t in r["standby"]]
+            ok = len(roles) == 4 and sorted(active) == sorted(set(active)) and len(active) == 8
+            return roles if ok and len(standby) == 8 else None
+
+        roles = wait_for("8 actives and 8 standbys over 4 members", placed, 60)
+        owner = {t: m for m, r in roles.items() for t in r["active"]}
+        for member, r in roles.items():
+            for task in r["standby"]:
+                assert _pod_of(member) != _pod_of(owner[task]), (task, member, owner[task])
+
+        def exact() -> bool:
+            latest = {k: v[-1] for k, v in _counts(kafka_bootstrap, sink).items()}
+            return latest == dict(expected)
+
+        wait_for("exact counts from two pods of two processes", exact, 90, every=1)
+
+        # the pod's one port: every process's series, labelled by process
+        active = labelled_metric(pods[0], "baton_tasks")
+        by_process = {k for k in active if 'state="active"' in k}
+        assert {('process="0"' in k) for k in by_process} == {True, False}, active
+
+        # a dying process takes its pod down (Kafka Streams' SHUTDOWN_CLIENT); the other pod takes over
+        started = [line for line in pods[0].logs() if line.get("msg") == "worker process started"]
+        child = {int(str(line["child"])): int(str(line["pid"])) for line in started}
+        os.kill(child[1], signal.SIGKILL)
+        assert pods[0].wait(60) == 128 + signal.SIGKILL  # the child's fate, as a shell reports it
+        wait_for("pod-0's other process gone", lambda: not _alive(child[0]), 60)
+        produce(kafka_bootstrap, source, _clicks(rng, 3000, expected))
+        wait_for("exact counts after pod-0 died", exact, 120, every=1)
+        for key, counts in _counts(kafka_bootstrap, sink).items():
+            assert all(a < b for a, b in itertools.pairwise(counts)), f"duplicate output for {key}: {counts}"
+    finally:
+        for pod in pods:
+            if pod.alive:
+                pod.stop()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie until its parent (the dead supervisor's reaper: init) collects it
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_at_least_once_work_is_committed_when_a_joining_process_takes_half(
+    kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+) -> None:
+    """The first process owns all 8 tasks until the second joins; the revocation commits its offsets.
+
+    Regression: under at-least-once that commit ran on kafka-python's IO thread, which the
+    revocation itself was blocking: it timed out after 30 s and failed, and the new owner
+    restored the flushed counts and counted the same records again (wrong counts after
+    every cooperative rebalance, found by ``bench/throughput.py --processes 1,2``).
+    """
+    source = new_topic(8, name=f"{unique_name}-clicks")
+    sink = new_topic(8, name=f"{unique_name}-counts")
+    rng = random.Random(5)
+    expected: Counter[str] = Counter()
+    produce(kafka_bootstrap, source, _clicks(rng, 200_000, expected))
+    pod = WorkerProcess(
+        CLICK_COUNTER,
+        bootstrap=kafka_bootstrap,
+        application_id=unique_name,
+        state_dir=tmp_path / "pod",
+        log_path=tmp_path / "pod.log",
+        guarantee="at_least_once",  # the default 30 s commit interval: only the revocation commits
+        env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
+        processes=2,
+    ).start()
+    try:
+        wait_for(
+            "a revocation after the second process joined",
+            lambda: any(x.get("msg") == "partitions revoked" for x in pod.logs()),
+            90,
+        )
+        wait_for(
+            "exact counts",
+            lambda: {k: v[-1] for k, v in _counts(kafka_bootstrap, sink).items()} == dict(expected),
+            120,
+        )
+        failed = [x for x in pod.logs() if "commit" in str(x.get("msg")) and "failed" in str(x.get("msg"))]
+        assert failed == []
+        for key, counts in _counts(kafka_bootstrap, sink).items():
+            assert all(a < b for a, b in itertools.pairwise(counts)), f"{key} counted again: {counts}"
+    finally:
+        pod.stop()
