@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 
 import orjson
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))
 
 from batondev.standbys import load_user_clicks
 
+PARTITIONS = 8
 POLL_S = 0.25  # how often the worker's consumed-records counter is scraped
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "click_counter.py")
 
@@ -45,7 +46,7 @@ def run_one(
 ) -> dict[str, float | str]:
     sink = f"{source}-counts-{guarantee}-{processes}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(sink, 8, 1)])[sink].result(30)
+    admin.create_topics([NewTopic(sink, PARTITIONS, 1)])[sink].result(30)
     app = f"bench-{guarantee}-{uuid.uuid4().hex[:6]}"
     worker = WorkerProcess(
         EXAMPLE,
@@ -72,6 +73,11 @@ def run_one(
             return done >= events
 
         wait_for(f"{guarantee}: did not finish", progress, 600, every=POLL_S)
+        # The counter also counts records processed again after a rebalance (work a revoked
+        # or aborted owner did not commit), so it may reach ``events`` first: the worker runs
+        # until the group has committed every input offset, or the exact check would judge
+        # a stop, not the counts. (An at-least-once run commits every 30 s by default.)
+        wait_for(f"{guarantee}: input not all committed", lambda: _all_committed(bootstrap, app, source), 120)
     finally:
         code = worker.stop(60)
     seconds = max(last - first, POLL_S)  # a run shorter than one poll is known only to that granularity
@@ -87,11 +93,24 @@ def run_one(
     }
 
 
+def _all_committed(bootstrap: str, group: str, topic: str) -> bool:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = [ConsumerGroupTopicPartitions(group)]
+    committed = admin.list_consumer_group_offsets(request)[group].result(30).topic_partitions or []
+    offsets = {tp.partition: tp.offset for tp in committed if tp.topic == topic}
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{group}-watermarks"})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1] for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+    return all(offsets.get(p, -1) >= end for p, end in ends.items())
+
+
 def run_ceiling(bootstrap: str, source: str, events: int) -> dict[str, float | str]:
     """The plain loop: decode, count in a dict, produce the count. Same clock as Baton's rows."""
     sink = f"{source}-counts-ceiling"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(sink, 8, 1)])[sink].result(30)
+    admin.create_topics([NewTopic(sink, PARTITIONS, 1)])[sink].result(30)
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -166,7 +185,7 @@ def main() -> None:
     process_counts = [int(n) for n in args.processes.split(",")]
     source = f"bench-clicks-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
-    admin.create_topics([NewTopic(source, 8, 1)])[source].result(30)
+    admin.create_topics([NewTopic(source, PARTITIONS, 1)])[source].result(30)
     t0 = time.monotonic()
     expected = load_user_clicks(args.bootstrap, source, args.events, args.users)
     print(f"produced {args.events:,} events in {time.monotonic() - t0:.1f}s")

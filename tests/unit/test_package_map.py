@@ -47,6 +47,7 @@ PURE = (
     "baton.compactor.sparkapp",
     "baton.compactor.retention",
     "baton.worker.state.snapshot_uri",
+    "baton.worker.processes.plan",
 )
 # (importer prefix, imported prefix, why not)
 FORBIDDEN = [
@@ -61,6 +62,7 @@ FORBIDDEN = [
     ("baton.worker.assignment", "baton.worker.runtime", "the assignor decides; the loop acts"),
     ("baton.worker.assignment", "baton.worker.state", "the assignor sees offset sums, not stores"),
     ("baton.operator", "baton.worker.runtime", "the operator renders workers, it never runs one"),
+    ("baton.worker.runtime", "baton.worker.processes", "a worker process does not know it is supervised"),
     ("baton.testing", "baton.operator", "users' tests of topologies need no operator"),
 ]
 
