@@ -140,6 +140,16 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
         ["spec.kafka.replicationFactor", "must be -1 (the broker's default) or at least 1"],
     ),
     (
+        "no-processes",
+        _spec(processesPerPod=0),
+        ["spec.processesPerPod", "should be greater than or equal to 1"],
+    ),
+    (
+        "too-many-processes",
+        _spec(processesPerPod=65),
+        ["spec.processesPerPod", "should be less than or equal to 64"],
+    ),
+    (
         "resource-quantity",
         _spec(resources={"requests": {"cpu": "lots"}}),
         ["spec.resources.requests", "must be quantities like 250m or 1Gi"],

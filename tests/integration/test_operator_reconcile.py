@@ -75,6 +75,8 @@ def test_example_becomes_ready(
         assert env["BATON_CONTROL_TOPIC"] == "click-counter-control"
         assert env["BATON_NUM_STANDBY_REPLICAS"] == "1"
         assert env["BATON_INSTANCE_ID"] == {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}
+        assert env["BATON_HOST"] == env["BATON_INSTANCE_ID"]  # the pod: standbys avoid it
+        assert env["BATON_PROCESSES"] == "1"  # spec.processesPerPod's default
         assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
         assert {"name": "state", "mountPath": "/var/lib/baton"} in container["volumeMounts"]
         owner = sts["metadata"]["ownerReferences"][0]
