@@ -23,7 +23,6 @@ from batondev import kube as kube_mod
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-
 # Tests that use the Kubernetes API or the Spark cluster share one xdist worker (`dev/test`
 # runs two): the CRD is cluster-wide (one test upgrades it), the dev pod runner plays
 # kubelet for every namespace, and the standalone Spark cluster's two one-core workers
