@@ -23,21 +23,6 @@ from batondev import kube as kube_mod
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-# Tests that use the Kubernetes API or the Spark cluster share one xdist worker (`dev/test`
-# runs two): the CRD is cluster-wide (one test upgrades it), the dev pod runner plays
-# kubelet for every namespace, and the standalone Spark cluster's two one-core workers
-# serve one application at a time (a second one would wait for executors). Kafka-only
-# tests spread over both workers: each has its own topics and groups.
-SHARED_CLUSTER_FIXTURES = frozenset({"kube", "kube_stack", "kubectl", "namespace", "operator", "spark"})
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if SHARED_CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("cluster"))
-
 
 def _up(*components: str) -> None:
     try:

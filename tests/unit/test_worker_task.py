@@ -277,3 +277,15 @@ def test_an_aggregator_returning_none_deletes_the_key(caching: bool) -> None:
     task.process(click(3, "a"))
     task.flush()
     assert sent.to("out")[-1] == (b"a", b"1")
+
+
+def test_null_values_and_null_keys_are_not_folded_into_aggregates() -> None:
+    """Kafka Streams skips them in count/aggregate/reduce; Baton used to count tombstones."""
+    task, sent, dead, _stores = make_task(counter(), caching=False)
+    task.process(click(2, "a"))
+    task.process(Msg("clicks", 3, b"a", None))  # a tombstone on the stream
+    task.process(Msg("clicks", 4, None, orjson.dumps({"user_id": "nobody"})))
+    task.process(click(5, "a"))
+    assert sent.to("out") == [(b"a", b"1"), (b"a", b"2")]
+    assert dead == []
+    assert task.commit_offsets() == {"clicks": 6}  # skipped records are still consumed

@@ -185,7 +185,9 @@ class AggregateProcessor(Processor):
         self.store.forward = self.forward  # the store forwards updates (at once, or at flush)
 
     def process(self, key: Any, value: Any) -> None:
-        if key is None:  # as in Kafka Streams: a null key has no group
+        # As in Kafka Streams' grouped-stream aggregations: a null key has no group, and a
+        # null value (a tombstone on a stream) is skipped, not folded: count() does not count it.
+        if key is None or value is None:
             return
         if self.windows is None:  # _update inlined: this is the per-record path of every count
             key_bytes = self.key_serialize(key)

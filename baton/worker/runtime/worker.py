@@ -365,7 +365,11 @@ class Worker:
                     assert bg is not None and flips is not None
                     at = (topic or "", partition or 0)
                     if bg.held(at, msg.offset() or 0):
+                        # held from this record on: hold() seeks back here, so the rest of
+                        # this run must be neither processed nor held again (a later seek
+                        # would skip the records in between)
                         flips.hold(at[0], at[1], msg.offset() or 0)
+                        process = None
                         continue
                 process(msg)
                 n += 1
