@@ -45,6 +45,7 @@ class KafkaSpec(_Model):
 class WorkerSpec(_Model):
     error_handler: Literal["dlq", "fail"] = "dlq"
     write_cache: bool = True
+    cache_max_bytes: int = 10 * 1024 * 1024
     shutdown_grace_seconds: int = 30
     metrics_port: int = 8080
 

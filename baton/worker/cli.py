@@ -74,6 +74,12 @@ from baton.worker.config import ErrorHandler, ProcessingGuarantee, StoreKind, Wo
 )
 @click.option("--store", type=click.Choice([s.value for s in StoreKind]), envvar="BATON_STORE")
 @click.option("--write-cache/--no-write-cache", default=None, envvar="BATON_WRITE_CACHE")
+@click.option(
+    "--cache-max-bytes",
+    type=int,
+    envvar="BATON_CACHE_MAX_BYTES",
+    help="Bound of all write caches together (cache.max.bytes.buffering); over it, a store flushes.",
+)
 @click.option("--shutdown-grace-seconds", type=float, envvar="BATON_SHUTDOWN_GRACE_SECONDS")
 @click.option(
     "--processes",

@@ -95,6 +95,13 @@ class WorkerConfig(BaseSettings):
     error_handler: ErrorHandler = ErrorHandler.DLQ
     store: StoreKind = StoreKind.ROCKSDB
     write_cache: bool = Field(default=True, description="Collapse repeated updates of a key within a commit")
+    cache_max_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=0,
+        le=2**40,
+        description="Kafka Streams' cache.max.bytes.buffering: the write caches of all of a "
+        "process's tasks together; a store whose put goes over it is flushed at once (estimated bytes)",
+    )
     shutdown_grace_seconds: float = Field(default=30.0, gt=0)
     color: str | None = Field(default=None, description="blue or green under blue-green deploys; None alone")
     control_topic: str | None = Field(default=None, description="<applicationId>-control under blue-green")

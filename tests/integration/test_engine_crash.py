@@ -44,6 +44,7 @@ def _run_with_kills(
     guarantee: str,
     expected: Counter[str],
     records: list[tuple[bytes, bytes]],
+    extra: tuple[str, ...] = (),
 ) -> dict[str, list[int]]:
     env = {"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink}
     workers = [
@@ -56,7 +57,7 @@ def _run_with_kills(
             instance_id=f"w{i}",
             guarantee=guarantee,
             env=env,
-            extra_args=["--commit-interval-ms", "200", "-X", "session.timeout.ms=6000"],
+            extra_args=["--commit-interval-ms", "200", "-X", "session.timeout.ms=6000", *extra],
         ).start()
         for i in range(2)
     ]
@@ -104,8 +105,18 @@ def _run_with_kills(
                 w.stop(30)
 
 
+@pytest.mark.parametrize(
+    "extra",
+    # a write cache bounded to ~15 dirty keys: stores flush mid-interval, inside the transaction
+    [(), ("--cache-max-bytes", "2000")],
+    ids=["default-cache", "bounded-cache"],
+)
 def test_exactly_once_survives_sigkills(
-    kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    unique_name: str,
+    tmp_path: Path,
+    extra: tuple[str, ...],
 ) -> None:
     source = new_topic(8, name=f"{unique_name}-clicks")
     sink = new_topic(8, name=f"{unique_name}-counts")
@@ -119,6 +130,7 @@ def test_exactly_once_survives_sigkills(
         guarantee="exactly_once_v2",
         expected=expected,
         records=records,
+        extra=extra,
     )
     assert {k: v[-1] for k, v in sequences.items()} == dict(expected)
     for user, counts in sequences.items():  # read_committed output: no count ever repeats or goes backwards

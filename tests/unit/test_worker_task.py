@@ -11,8 +11,8 @@ from baton import JSON, STR, Topology, tumbling
 from baton.worker.naming import TaskId, tasks_for
 from baton.worker.runtime.task import Message, Task
 from baton.worker.state.stores import MemoryStore
-from baton.worker.state.task_store import MISSING, TaskStore
-from baton.worker.topology.context import ORIGIN_HEADER, Headers, RecordContext, decode_origin
+from baton.worker.state.task_store import ENTRY_OVERHEAD, MISSING, CacheBudget, TaskStore, entry_size
+from baton.worker.topology.context import ORIGIN_HEADER, Headers, OpenGate, RecordContext, decode_origin
 from baton.worker.topology.graph import StoreSpec
 
 pytestmark = pytest.mark.unit
@@ -289,3 +289,38 @@ def test_null_values_and_null_keys_are_not_folded_into_aggregates() -> None:
     assert sent.to("out") == [(b"a", b"1"), (b"a", b"2")]
     assert dead == []
     assert task.commit_offsets() == {"clicks": 6}  # skipped records are still consumed
+
+
+def test_a_full_write_cache_flushes_the_store_written_to_and_gives_its_bytes_back() -> None:
+    """cache.max.bytes.buffering: a put over the worker-wide budget flushes at once, mid-interval."""
+    built = counter().build()
+    sub = built.subtopologies[0]
+    budget = CacheBudget(2 * entry_size(b"a", 1) + 10)  # two dirty keys fit, a third does not
+    sent = Sent()
+    task = Task(
+        TaskId(0, 0),
+        sub,
+        application_id="app",
+        stores={"counts": MemoryStore()},
+        send=sent,
+        gate=OpenGate(),
+        caching=True,
+        dead_letter=Dead(),
+        cache_budget=budget,
+    )
+    for i, user in enumerate(["a", "b", "a", "a", "b"]):
+        task.process(click(i, user))
+    assert sent == [] and budget.used == 2 * entry_size(b"a", 1)  # updates of dirty keys cost nothing more
+    task.process(click(5, "c"))  # over the budget: the store flushes, this update included
+    assert sent.to("out") == [(b"a", b"3"), (b"b", b"2"), (b"c", b"1")]
+    assert budget.used == 0
+    task.process(click(6, "a"))
+    assert budget.used == entry_size(b"a", 4)
+    task.rewind()  # an aborted transaction drops the dirty entries and their bytes
+    assert budget.used == 0
+
+
+def test_entry_sizes_count_keys_values_and_an_overhead() -> None:
+    assert entry_size(b"key", b"12345") == 3 + 5 + ENTRY_OVERHEAD
+    assert entry_size(b"k", 7) == 1 + 8 + ENTRY_OVERHEAD
+    assert entry_size(b"k", {"a": 1}) > entry_size(b"k", 7)

@@ -14,7 +14,7 @@ from baton.worker.naming import TaskId, changelog_topic, internal_topic
 from baton.worker.runtime.processors import Processor, build_tree
 from baton.worker.runtime.producer import OutputRecordRefused
 from baton.worker.state.stores import KeyValueStore
-from baton.worker.state.task_store import TaskStore
+from baton.worker.state.task_store import CacheBudget, TaskStore
 from baton.worker.topology.context import ORIGIN_HEADER, RecordContext, Send, SinkGate, decode_origin
 from baton.worker.topology.graph import SubTopology
 
@@ -59,6 +59,7 @@ class Task:
         gate: SinkGate,
         caching: bool,
         dead_letter: DeadLetter,
+        cache_budget: CacheBudget | None = None,
     ) -> None:
         self.id = task_id
         self.sub = sub
@@ -75,6 +76,7 @@ class Task:
                 send=send,
                 ctx=self.ctx,
                 caching=caching,
+                budget=cache_budget,
             )
             for spec in sub.stores
         }

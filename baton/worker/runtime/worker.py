@@ -67,6 +67,7 @@ from baton.worker.state.restore import RestoreJob, Restorer, Seed, TaskRestore
 from baton.worker.state.snapshot_uri import S3Settings
 from baton.worker.state.standby import StandbyTasks
 from baton.worker.state.statedir import process_id
+from baton.worker.state.task_store import CacheBudget
 from baton.worker.topology.context import OpenGate, SinkGate
 from baton.worker.topology.graph import BuiltTopology
 from baton.worker.topology.splice import flip_refusal
@@ -122,6 +123,7 @@ class Worker:
         self.copy_lag = CopyLag(self.metrics, lambda: self._roles)
         self.stores = TaskStores(self.app, self.app_dir, config.store, topology)
         self.flips: FlipPause | None = None  # set in run() when the worker has a color
+        self.cache_budget = CacheBudget(config.cache_max_bytes)  # all tasks' write caches together
 
     # -- configuration of the clients ----------------------------------------------------
     def _group_settings(self) -> GroupSettings:
@@ -621,6 +623,7 @@ class Worker:
             gate=self.gate,
             caching=self.config.write_cache,
             dead_letter=self.dead_letter,
+            cache_budget=self.cache_budget,
         )
         self.tasks[task_id] = task
         restore = TaskRestore(task_id, self.stores.restore_jobs(task_id, stores), self._ready.put)

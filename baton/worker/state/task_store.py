@@ -10,10 +10,17 @@ Two jobs, both within one commit interval:
   one dirty entry, and only its latest value is logged to the changelog and forwarded
   downstream at flush time, as Kafka Streams' record cache does. With the cache off,
   every update is logged and forwarded at once (one output per input record).
+* **Bounded**: all of a worker's stores share one ``CacheBudget`` (Kafka Streams'
+  ``cache.max.bytes.buffering``). A put that takes the total over it flushes the store it
+  wrote to (its dirty entries are logged and forwarded at once, mid-interval), as Kafka
+  Streams evicts from the cache being written, so many hot keys cannot grow the cache
+  without bound between commits. Sizes are estimates (key bytes, the value's shallow size
+  and a fixed per-entry overhead): values are only serialized when flushed.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +37,34 @@ _DELETED: Any = object()
 # partition, origin offset) of its latest update. A tuple built in place, not an object:
 # one per put, and a class's __init__ call cost 15 % of the click counter's processing.
 _Dirty = tuple[Any, Any, str, int, int, int, str, int, int]
+
+
+ENTRY_OVERHEAD = 120  # bytes a dirty entry costs beyond its key and value: dict slots, the tuple
+
+
+class CacheBudget:
+    """The write cache's size limit, shared by every store of one worker process."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    @property
+    def full(self) -> bool:
+        return self.used > self.limit
+
+
+def entry_size(key_bytes: bytes, value: Any) -> int:
+    """An estimate of what one dirty entry holds in memory."""
+    if isinstance(value, bytes | str):
+        value_size = len(value)
+    elif value is None or isinstance(value, int | float | bool):
+        value_size = 8
+    else:
+        value_size = sys.getsizeof(value)
+    return len(key_bytes) + value_size + ENTRY_OVERHEAD
 
 
 class TaskStore:
@@ -49,6 +84,7 @@ class TaskStore:
         send: Send,
         ctx: RecordContext,
         caching: bool,
+        budget: CacheBudget | None = None,
     ) -> None:
         self.spec = spec
         self.persistent = persistent
@@ -61,6 +97,8 @@ class TaskStore:
         self._deserialize = spec.value_serde.deserialize
         self._overlay: dict[bytes, Any] = {}
         self._dirty: dict[bytes, _Dirty] = {}
+        self._budget = budget if budget is not None else CacheBudget(sys.maxsize)
+        self._dirty_bytes = 0  # this store's share of the budget
         self._pending: dict[bytes, bytes | None] = {}
         self.forward: Callable[[Any, Any], None] = lambda _k, _v: None
         # called with the error when forwarding a flushed entry fails downstream (dead-letter it)
@@ -80,7 +118,12 @@ class TaskStore:
         self._overlay[key_bytes] = _DELETED if value is None else value
         if self._caching:
             ctx = self._ctx
-            self._dirty[key_bytes] = (
+            dirty = self._dirty
+            if key_bytes not in dirty:  # a key updated again keeps its first estimate
+                size = entry_size(key_bytes, value)
+                self._dirty_bytes += size
+                self._budget.used += size
+            dirty[key_bytes] = (
                 key,
                 value,
                 ctx.topic,
@@ -91,6 +134,9 @@ class TaskStore:
                 ctx.origin_partition,
                 ctx.origin_offset,
             )
+            budget = self._budget
+            if budget.used > budget.limit:  # not the `full` property: this runs per record
+                self.flush()
         else:
             self._log_and_forward(key_bytes, key, value)
 
@@ -115,6 +161,7 @@ class TaskStore:
             ctx.origin_offset,
         )
         dirty, self._dirty = self._dirty, {}
+        self._release()
         serialize, pending, send, forward = self._serialize, self._pending, self._send, self.forward
         topic, partition = self.changelog_topic, self.partition
         try:
@@ -164,7 +211,13 @@ class TaskStore:
         """Forget everything since the last commit (aborted transaction, lost task)."""
         self._overlay.clear()
         self._dirty.clear()
+        self._release()
         self._pending.clear()
+
+    def _release(self) -> None:
+        """The dirty entries are gone (flushed or dropped): give their bytes back."""
+        self._budget.used -= self._dirty_bytes
+        self._dirty_bytes = 0
 
 
 def _reraise(exc: Exception) -> None:
