@@ -160,32 +160,40 @@ def _alive(pid: int) -> bool:
 def test_at_least_once_work_is_committed_when_a_joining_process_takes_half(
     kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
 ) -> None:
-    """The first process owns all 8 tasks until the second joins; the revocation commits its offsets.
+    """The first worker owns all 8 tasks until a second joins; the revocation commits its offsets.
 
     Regression: under at-least-once that commit ran on kafka-python's IO thread, which the
     revocation itself was blocking: it timed out after 30 s and failed, and the new owner
-    restored the flushed counts and counted the same records again (wrong counts after
-    every cooperative rebalance, found by ``bench/throughput.py --processes 1,2``).
+    restored the flushed counts and counted the same records again (found by
+    ``bench/throughput.py --processes 1,2``, where the second process joins a moment after
+    the first). Two workers started one after the other make the revocation certain: a pod's
+    two processes may also join in the same generation, with nothing to revoke.
     """
     source = new_topic(8, name=f"{unique_name}-clicks")
     sink = new_topic(8, name=f"{unique_name}-counts")
     rng = random.Random(5)
     expected: Counter[str] = Counter()
     produce(kafka_bootstrap, source, _clicks(rng, 200_000, expected))
-    pod = WorkerProcess(
-        CLICK_COUNTER,
-        bootstrap=kafka_bootstrap,
-        application_id=unique_name,
-        state_dir=tmp_path / "pod",
-        log_path=tmp_path / "pod.log",
-        guarantee="at_least_once",  # the default 30 s commit interval: only the revocation commits
-        env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
-        processes=2,
-    ).start()
+    workers = [
+        WorkerProcess(
+            CLICK_COUNTER,
+            bootstrap=kafka_bootstrap,
+            application_id=unique_name,
+            state_dir=tmp_path / f"w{i}",
+            log_path=tmp_path / f"w{i}.log",
+            guarantee="at_least_once",  # the default 30 s commit interval: only the revocation commits
+            env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
+        )
+        for i in range(2)
+    ]
+    first, second = workers
     try:
+        first.start()
+        wait_for("the first worker processing", lambda: first.metric("baton_records_consumed_total") > 0, 90)
+        second.start()
         wait_for(
-            "a revocation after the second process joined",
-            lambda: any(x.get("msg") == "partitions revoked" for x in pod.logs()),
+            "the first worker's revocation",
+            lambda: any(x.get("msg") == "partitions revoked" for x in first.logs()),
             90,
         )
         wait_for(
@@ -193,9 +201,12 @@ def test_at_least_once_work_is_committed_when_a_joining_process_takes_half(
             lambda: {k: v[-1] for k, v in _counts(kafka_bootstrap, sink).items()} == dict(expected),
             120,
         )
-        failed = [x for x in pod.logs() if "commit" in str(x.get("msg")) and "failed" in str(x.get("msg"))]
+        logs = first.logs() + second.logs()
+        failed = [x for x in logs if "commit" in str(x.get("msg")) and "failed" in str(x.get("msg"))]
         assert failed == []
         for key, counts in _counts(kafka_bootstrap, sink).items():
             assert all(a < b for a, b in itertools.pairwise(counts)), f"{key} counted again: {counts}"
     finally:
-        pod.stop()
+        for w in workers:
+            if w.alive:
+                w.stop()
