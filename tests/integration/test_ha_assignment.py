@@ -9,7 +9,6 @@ must fail instead of committing output for tasks it no longer owns.
 
 from __future__ import annotations
 
-import itertools
 import random
 import signal
 import threading
@@ -24,23 +23,11 @@ from batondev.paths import CLICK_COUNTER, FIXTURES
 from batondev.standbys import describe, labelled_metric, roles
 
 from baton.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
+from tests.support.counts import assert_strictly_increasing, count_sequences
 
 pytestmark = pytest.mark.integration
 
 SESSION_MS = 6000
-
-
-def _sequences(bootstrap: str, sink: str) -> dict[str, list[int]]:
-    seq: dict[str, list[int]] = {}
-    for r in read_all(bootstrap, sink):
-        assert r.key is not None and r.value is not None
-        seq.setdefault(r.key.decode(), []).append(int(r.value))
-    return seq
-
-
-def _strictly_increasing(sequences: dict[str, list[int]]) -> None:
-    for key, counts in sequences.items():
-        assert all(a < b for a, b in itertools.pairwise(counts)), f"{key}: {counts}"
 
 
 def _workers(
@@ -134,11 +121,11 @@ def test_a_zombie_is_fenced_and_the_output_has_no_duplicate(
         feeder.join()
 
         def exact() -> dict[str, list[int]] | None:
-            seq = _sequences(kafka_bootstrap, sink)
+            seq = count_sequences(kafka_bootstrap, sink)
             return seq if {k: v[-1] for k, v in seq.items()} == dict(expected) else None
 
         sequences = wait_for("counts never became exact", exact, 180, every=2)
-        _strictly_increasing(sequences)
+        assert_strictly_increasing(sequences)
         woke = zombie.logs()[before:]
         failed = [
             x for x in woke if x.get("msg") in ("commit failed, aborting the transaction", "partitions lost")

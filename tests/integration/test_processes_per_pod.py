@@ -8,7 +8,6 @@ ready only when all are; counts are exact; and a process that dies takes its pod
 
 from __future__ import annotations
 
-import itertools
 import os
 import random
 import signal
@@ -21,7 +20,8 @@ import pytest
 from batondev.paths import CLICK_COUNTER
 from batondev.standbys import describe, labelled_metric
 
-from baton.testing import WorkerProcess, produce, read_all, wait_for
+from baton.testing import WorkerProcess, produce, wait_for
+from tests.support.counts import assert_strictly_increasing, count_sequences
 
 pytestmark = pytest.mark.integration
 
@@ -75,14 +75,6 @@ def _pod_of(member: str) -> str:
     return member if member.count("-") == 1 else member.rsplit("-", 1)[0]  # pod-0-1 -> pod-0
 
 
-def _counts(bootstrap: str, sink: str) -> dict[str, list[int]]:
-    seq: dict[str, list[int]] = {}
-    for r in read_all(bootstrap, sink):
-        assert r.key is not None and r.value is not None
-        seq.setdefault(r.key.decode(), []).append(int(r.value))
-    return seq
-
-
 def test_two_pods_of_two_processes(
     kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
 ) -> None:
@@ -118,7 +110,7 @@ def test_two_pods_of_two_processes(
                 assert _pod_of(member) != _pod_of(owner[task]), (task, member, owner[task])
 
         def exact() -> bool:
-            latest = {k: v[-1] for k, v in _counts(kafka_bootstrap, sink).items()}
+            latest = {k: v[-1] for k, v in count_sequences(kafka_bootstrap, sink).items()}
             return latest == dict(expected)
 
         wait_for("exact counts from two pods of two processes", exact, 90, every=1)
@@ -136,8 +128,7 @@ def test_two_pods_of_two_processes(
         wait_for("pod-0's other process gone", lambda: not _alive(child[0]), 60)
         produce(kafka_bootstrap, source, _clicks(rng, 3000, expected))
         wait_for("exact counts after pod-0 died", exact, 120, every=1)
-        for key, counts in _counts(kafka_bootstrap, sink).items():
-            assert all(a < b for a, b in itertools.pairwise(counts)), f"duplicate output for {key}: {counts}"
+        assert_strictly_increasing(count_sequences(kafka_bootstrap, sink))
     finally:
         for pod in pods:
             if pod.alive:
@@ -198,14 +189,13 @@ def test_at_least_once_work_is_committed_when_a_joining_process_takes_half(
         )
         wait_for(
             "exact counts",
-            lambda: {k: v[-1] for k, v in _counts(kafka_bootstrap, sink).items()} == dict(expected),
+            lambda: {k: v[-1] for k, v in count_sequences(kafka_bootstrap, sink).items()} == dict(expected),
             120,
         )
         logs = first.logs() + second.logs()
         failed = [x for x in logs if "commit" in str(x.get("msg")) and "failed" in str(x.get("msg"))]
         assert failed == []
-        for key, counts in _counts(kafka_bootstrap, sink).items():
-            assert all(a < b for a, b in itertools.pairwise(counts)), f"{key} counted again: {counts}"
+        assert_strictly_increasing(count_sequences(kafka_bootstrap, sink))
     finally:
         for w in workers:
             if w.alive:

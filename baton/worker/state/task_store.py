@@ -51,10 +51,6 @@ class CacheBudget:
         self.limit = limit
         self.used = 0
 
-    @property
-    def full(self) -> bool:
-        return self.used > self.limit
-
 
 def entry_size(key_bytes: bytes, value: Any) -> int:
     """An estimate of what one dirty entry holds in memory."""
@@ -135,7 +131,7 @@ class TaskStore:
                 ctx.origin_offset,
             )
             budget = self._budget
-            if budget.used > budget.limit:  # not the `full` property: this runs per record
+            if budget.used > budget.limit:
                 self.flush()
         else:
             self._log_and_forward(key_bytes, key, value)
