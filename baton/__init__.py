@@ -5,9 +5,24 @@ is internal and may change between releases; ``baton.testing`` holds helpers for
 own tests against a real broker.
 """
 
-from baton.worker.topology.dsl import GroupedStream, Stream, Table, Topology, TopologyError
+from baton.worker.topology.dsl import (
+    GroupedStream,
+    Stream,
+    Suppressed,
+    Table,
+    Topology,
+    TopologyError,
+    until_window_closes,
+)
 from baton.worker.topology.serdes import BYTES, JSON, LONG, STR, Json, JsonSerde, Serde, SerdeError
-from baton.worker.topology.windows import TimeWindows, Windowed, hopping, tumbling
+from baton.worker.topology.windows import (
+    SessionWindows,
+    TimeWindows,
+    Windowed,
+    hopping,
+    sessions,
+    tumbling,
+)
 
 __version__ = "0.1.0"
 
@@ -21,7 +36,9 @@ __all__ = [
     "JsonSerde",
     "Serde",
     "SerdeError",
+    "SessionWindows",
     "Stream",
+    "Suppressed",
     "Table",
     "TimeWindows",
     "Topology",
@@ -29,5 +46,7 @@ __all__ = [
     "Windowed",
     "__version__",
     "hopping",
+    "sessions",
     "tumbling",
+    "until_window_closes",
 ]

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import signal
-import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +12,8 @@ import orjson
 import pytest
 from batondev.paths import CLICK_COUNTER
 
-from baton.testing import WorkerProcess, produce, read_all, wait_for
+from baton.testing import read_all, wait_for
+from tests.support.kills import feed_while_killing, start_workers
 
 pytestmark = pytest.mark.integration
 
@@ -46,42 +44,19 @@ def _run_with_kills(
     records: list[tuple[bytes, bytes]],
     extra: tuple[str, ...] = (),
 ) -> dict[str, list[int]]:
-    env = {"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink}
-    workers = [
-        WorkerProcess(
-            CLICK_COUNTER,
-            bootstrap=bootstrap,
-            application_id=app,
-            state_dir=tmp_path / f"s{i}",
-            log_path=tmp_path / f"w{i}.log",
-            instance_id=f"w{i}",
-            guarantee=guarantee,
-            env=env,
-            extra_args=["--commit-interval-ms", "200", "-X", "session.timeout.ms=6000", *extra],
-        ).start()
-        for i in range(2)
-    ]
-    # input keeps arriving while workers die: kills land mid-batch, mid-commit, mid-restore
-    chunks = [records[i : i + 2000] for i in range(0, len(records), 2000)]
-
-    def feed() -> None:
-        for chunk in chunks:
-            produce(bootstrap, source, chunk)
-            time.sleep(0.4)
-
-    feeder = threading.Thread(target=feed)
-    feeder.start()
-    rng = random.Random(7)
-    kills = 0
+    workers = start_workers(
+        str(CLICK_COUNTER),
+        bootstrap=bootstrap,
+        app=app,
+        tmp_path=tmp_path,
+        env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
+        guarantee=guarantee,
+        extra=extra,
+    )
     try:
-        while kills < KILLS:
-            time.sleep(rng.uniform(0.8, 2.5))
-            victim = workers[rng.randrange(2)]
-            victim.kill(signal.SIGKILL)
-            victim.wait(10)
-            kills += 1
-            victim.start()
-        feeder.join()
+        kills = feed_while_killing(
+            workers, bootstrap=bootstrap, topic=source, records=records, chunk=2000, min_kills=KILLS, seed=7
+        )
 
         def final() -> dict[str, list[int]] | None:
             seq: dict[str, list[int]] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
@@ -144,6 +145,21 @@ def test_example_validates_against_the_schema() -> None:
     example = yaml.safe_load(EXAMPLE.read_text())
     jsonschema.validate(example, schema)
     assert example["spec"]["topology"] == "examples.click_counter:topology"
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        p.name for p in EXAMPLE.parent.glob("*.yaml") if yaml.safe_load(p.read_text())["kind"] == "StreamApp"
+    ),
+)
+def test_every_example_app_validates_and_its_topology_builds(path: str) -> None:
+    schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    example = yaml.safe_load((EXAMPLE.parent / path).read_text())
+    jsonschema.validate(example, schema)
+    module, _, attr = example["spec"]["topology"].partition(":")
+    topology = getattr(importlib.import_module(module), attr or "topology")
+    assert topology.build().subtopologies
 
 
 def test_crd_file_is_a_single_document() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from baton import JSON, STR, Topology, TopologyError, tumbling
+from baton import JSON, STR, Topology, TopologyError, sessions, tumbling
 from baton.worker.topology.graph import AggregateNode, SinkNode
-from baton.worker.topology.windows import WindowedSerde
+from baton.worker.topology.windows import SessionWindowedSerde, TimeWindows, WindowedSerde
 
 pytestmark = pytest.mark.unit
 
@@ -51,7 +51,10 @@ def test_windowed_aggregation_uses_a_windowed_key_serde() -> None:
     node = table._node
     assert isinstance(node, AggregateNode)
     assert isinstance(node.store.key_serde, WindowedSerde)
-    assert node.windows is not None and node.windows.size_ms == 1000
+    assert isinstance(node.windows, TimeWindows) and node.windows.size_ms == 1000
+    sessions_table = t.stream("b", key=STR).group_by_key().windowed_by(sessions(500)).count(store="s")
+    assert isinstance(sessions_table._node, AggregateNode)
+    assert isinstance(sessions_table._node.store.key_serde, SessionWindowedSerde)
 
 
 def test_join_pulls_the_table_into_the_stream_subtopology() -> None:

@@ -9,93 +9,14 @@ import pytest
 
 from baton import JSON, STR, Topology, tumbling
 from baton.worker.naming import TaskId, tasks_for
-from baton.worker.runtime.task import Message, Task
+from baton.worker.runtime.task import Task
 from baton.worker.state.stores import MemoryStore
 from baton.worker.state.task_store import ENTRY_OVERHEAD, MISSING, CacheBudget, TaskStore, entry_size
-from baton.worker.topology.context import ORIGIN_HEADER, Headers, OpenGate, RecordContext, decode_origin
+from baton.worker.topology.context import ORIGIN_HEADER, OpenGate, RecordContext, decode_origin
 from baton.worker.topology.graph import StoreSpec
+from tests.support.tasks import Dead, Msg, Sent, make_task
 
 pytestmark = pytest.mark.unit
-
-
-class Msg:
-    def __init__(  # noqa: PLR0917 - mirrors a Kafka record
-        self,
-        topic: str,
-        offset: int,
-        key: bytes | None,
-        value: bytes | None,
-        ts: int = 0,
-        headers: Headers | None = None,
-    ) -> None:
-        self._t, self._o, self._k, self._v, self._ts, self._h = topic, offset, key, value, ts, headers
-
-    def topic(self) -> str | None:
-        return self._t
-
-    def partition(self) -> int | None:
-        return 0
-
-    def offset(self) -> int | None:
-        return self._o
-
-    def key(self) -> bytes | None:
-        return self._k
-
-    def value(self) -> bytes | None:
-        return self._v
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self._ts)
-
-    def headers(self) -> Headers | None:
-        return self._h
-
-
-class Sent(list[tuple[str, bytes | None, bytes | None, int | None, Headers | None]]):
-    def __call__(  # noqa: PLR0917 - implements context.Send
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        partition: int | None,
-        timestamp: int,
-        headers: Headers | None,
-    ) -> None:
-        self.append((topic, key, value, partition, headers))
-
-    def to(self, topic: str) -> list[tuple[bytes | None, bytes | None]]:
-        return [(k, v) for t, k, v, _p, _h in self if t == topic]
-
-
-class Dead(list[tuple[str, int]]):
-    def __call__(self, error: BaseException, stage: str, msg: Message) -> None:
-        self.append((stage, msg.offset() or 0))
-
-
-def make_task(
-    topology: Topology, caching: bool, sub: int = 0
-) -> tuple[Task, Sent, Dead, dict[str, MemoryStore]]:
-    built = topology.build()
-    s = built.subtopologies[sub]
-    stores = {n: MemoryStore() for n in [x.name for x in s.stores] + [t.store.name for t in s.tables]}
-    sent, dead = Sent(), Dead()
-
-    class Gate:
-        def allows(self, topic: str, partition: int, offset: int) -> bool:
-            return offset != 1  # a closed gate for one origin offset
-
-    task = Task(
-        TaskId(sub, 0),
-        s,
-        application_id="app",
-        stores=dict(stores),
-        send=sent,
-        gate=Gate(),
-        caching=caching,
-        dead_letter=dead,
-    )
-    return task, sent, dead, stores
 
 
 def counter() -> Topology:

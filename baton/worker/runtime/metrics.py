@@ -24,6 +24,13 @@ class Metrics:
         self.dlq = Counter(
             "baton_dlq_records", "Records sent to the dead-letter topic", ["stage"], registry=r
         )
+        self.late = Counter(
+            "baton_late_records_dropped",
+            "Records a windowed aggregation dropped: every window they fall in had closed "
+            "(stream time past the window's end plus its grace period)",
+            ["task"],
+            registry=r,
+        )
         self.commit_latency = Histogram(
             "baton_commit_latency_seconds",
             "Duration of a commit",

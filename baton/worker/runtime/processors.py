@@ -13,9 +13,11 @@ a large part of the framework's per-record cost.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from baton.worker.runtime.window_index import WindowIndex
 from baton.worker.state.task_store import MISSING, TaskStore
 from baton.worker.topology.context import (
     ORIGIN_HEADER,
@@ -38,7 +40,7 @@ from baton.worker.topology.graph import (
     SourceNode,
 )
 from baton.worker.topology.serdes import Serde
-from baton.worker.topology.windows import TimeWindows, Windowed
+from baton.worker.topology.windows import SessionWindowedSerde, SessionWindows, TimeWindows, Windowed
 
 
 def _drop(_key: Any, _value: Any) -> None:
@@ -169,16 +171,14 @@ class SinkProcessor(Processor):
 class AggregateProcessor(Processor):
     """Folds each record into the store; the store forwards updates (at once or at flush)."""
 
-    __slots__ = ("aggregator", "ctx", "initializer", "key_serialize", "store", "windows")
+    __slots__ = ("aggregator", "initializer", "key_serialize", "store")
 
-    def __init__(self, node: AggregateNode, store: TaskStore, ctx: RecordContext) -> None:
+    def __init__(self, node: AggregateNode, store: TaskStore) -> None:
         super().__init__()
         self.store = store
         self.initializer = node.initializer
         self.aggregator = node.aggregator
-        self.windows: TimeWindows | None = node.windows
         self.key_serialize = node.store.key_serde.serialize
-        self.ctx = ctx
 
     def connect(self, children: list[Processor]) -> None:
         super().connect(children)
@@ -189,24 +189,240 @@ class AggregateProcessor(Processor):
         # null value (a tombstone on a stream) is skipped, not folded: count() does not count it.
         if key is None or value is None:
             return
-        if self.windows is None:  # _update inlined: this is the per-record path of every count
-            key_bytes = self.key_serialize(key)
-            store = self.store
+        key_bytes = self.key_serialize(key)
+        store = self.store
+        current = store.get(key_bytes)
+        if current is MISSING:
+            current = self.initializer()
+        store.put(key_bytes, key, self.aggregator(key, value, current))
+
+
+STREAM_TIME_KEY = b""  # a window key is never empty: it ends in 8 or 16 bytes of window times
+_TIME = struct.Struct(">q")
+NO_TIME = -(2**63)
+
+
+class _WindowedAggregate(Processor):
+    """What time and session windows share: stream time, closing, expiry, final results.
+
+    Stream time is the largest timestamp this aggregation has seen. It decides which
+    records are late, which windows close and which expire, so it is state like the
+    aggregates: saved in the store (``STREAM_TIME_KEY``, logged to the changelog at every
+    flush, in the same transaction as the updates) and read back when a task starts or an
+    aborted transaction is rewound. A restarted or promoted task thus drops, closes and
+    emits exactly what an uninterrupted one would, which is what exactly-once output of
+    final results needs. The window index is rebuilt from the store at the same moments.
+    """
+
+    __slots__ = (
+        "advanced",
+        "aggregator",
+        "ctx",
+        "final",
+        "index",
+        "initializer",
+        "key_serialize",
+        "on_late",
+        "saved_time",
+        "store",
+        "store_key",
+        "stream_time",
+    )
+
+    def __init__(
+        self, node: AggregateNode, store: TaskStore, ctx: RecordContext, on_late: Callable[[], None]
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.initializer = node.initializer
+        self.aggregator = node.aggregator
+        self.key_serialize = node.store.key_serde.serialize
+        self.store_key = node.store.key_serde.deserialize
+        self.final = node.final
+        self.ctx = ctx
+        self.on_late = on_late
+        self.index: WindowIndex | None = None
+        self.stream_time = self.saved_time = self.advanced = NO_TIME
+        store.before_flush = self._save_time
+        store.after_discard = self._forget
+
+    def connect(self, children: list[Processor]) -> None:
+        super().connect(children)
+        # under suppress nothing but a closed window's final value goes downstream
+        self.store.forward = _drop if self.final else self.forward
+
+    def _forget(self) -> None:
+        self.index = None
+
+    def _save_time(self) -> None:
+        if self.index is not None and self.stream_time != self.saved_time:
+            self.store.put_meta(STREAM_TIME_KEY, _TIME.pack(self.stream_time))
+            self.saved_time = self.stream_time
+
+    def _load(self) -> WindowIndex:
+        raw = self.store.get_meta(STREAM_TIME_KEY)
+        self.stream_time = self.saved_time = self.advanced = NO_TIME if raw is None else _TIME.unpack(raw)[0]
+        index = WindowIndex()
+        self._reset()
+        for key_bytes, _ in self.store.persistent.items():
+            if key_bytes != STREAM_TIME_KEY:
+                self._track(index, key_bytes, self.store_key(key_bytes))
+        index.pop_closed(self.stream_time)  # their final results went out before the restart
+        self.index = index
+        return index
+
+    def _observe(self) -> WindowIndex:
+        """The window index (loaded from the store at a task's first record), after stream
+        time took in the current record's timestamp."""
+        index = self.index if self.index is not None else self._load()
+        self.stream_time = max(self.stream_time, self.ctx.timestamp)
+        return index
+
+    def _reset(self) -> None:
+        """Drop per-key lookups derived from the store (sessions keep one)."""
+
+    def _track(self, index: WindowIndex, key_bytes: bytes, window: Windowed[Any]) -> None:
+        raise NotImplementedError
+
+    def _untrack(self, key_bytes: bytes) -> None:
+        """A window left the store."""
+
+    def _advance(self, index: WindowIndex) -> None:
+        """Stream time moved: emit the windows it closed (under suppress), delete the expired ones."""
+        now = self.stream_time
+        if now <= self.advanced:
+            return
+        self.advanced = now
+        closed = index.pop_closed(now)
+        if closed and self.final:
+            store, forward = self.store, self.forward
+            for key_bytes, window in closed:
+                value = store.get(key_bytes)
+                if value is not MISSING:
+                    forward(window, value)
+        expired = index.pop_expired(now)
+        if expired:
+            for key_bytes, _ in expired:
+                self._untrack(key_bytes)
+            self.store.expire([key_bytes for key_bytes, _ in expired])
+
+
+class TimeWindowAggregateProcessor(_WindowedAggregate):
+    """Tumbling and hopping windows: a record folds into every open window it falls in."""
+
+    __slots__ = ("windows",)
+
+    def __init__(
+        self, node: AggregateNode, store: TaskStore, ctx: RecordContext, on_late: Callable[[], None]
+    ) -> None:
+        super().__init__(node, store, ctx, on_late)
+        assert isinstance(node.windows, TimeWindows)
+        self.windows: TimeWindows = node.windows
+
+    def _track(self, index: WindowIndex, key_bytes: bytes, window: Windowed[Any]) -> None:
+        index.add(
+            key_bytes, window, self.windows.close_at(window.start), self.windows.expire_at(window.start)
+        )
+
+    def process(self, key: Any, value: Any) -> None:
+        if key is None or value is None:
+            return
+        index = self._observe()
+        ts, now = self.ctx.timestamp, self.stream_time
+        windows, store = self.windows, self.store
+        size = windows.size_ms
+        folded = False
+        for start in windows.starts_for(ts):
+            close_at = start + size + windows.grace_ms
+            if close_at <= now:
+                continue  # late for this window: it closed, and a closed window never changes
+            window = Windowed(key, start, start + size)
+            key_bytes = self.key_serialize(window)
             current = store.get(key_bytes)
             if current is MISSING:
                 current = self.initializer()
-            store.put(key_bytes, key, self.aggregator(key, value, current))
-            return
-        size = self.windows.size_ms
-        for start in self.windows.starts_for(self.ctx.timestamp):
-            self._update(Windowed(key, start, start + size), value)
+            store.put(key_bytes, window, self.aggregator(key, value, current))
+            index.add(key_bytes, window, close_at, start + windows.retention_ms)
+            folded = True
+        if not folded:
+            self.on_late()
+        self._advance(index)
 
-    def _update(self, key: Any, value: Any) -> None:
-        key_bytes = self.key_serialize(key)
-        current = self.store.get(key_bytes)
+
+class SessionAggregateProcessor(_WindowedAggregate):
+    """Session windows: a record extends (or bridges) the open sessions within the gap of it.
+
+    Merged-away sessions are deleted, which forwards ``(old session, None)`` downstream
+    unless suppressed, as Kafka Streams does.
+    """
+
+    __slots__ = ("by_key", "inner_serialize", "merger", "windows")
+
+    def __init__(
+        self,
+        node: AggregateNode,
+        store: TaskStore,
+        ctx: RecordContext,
+        on_late: Callable[[], None],
+        inner: Serde[Any],
+    ) -> None:
+        super().__init__(node, store, ctx, on_late)
+        assert isinstance(node.windows, SessionWindows) and node.merger is not None
+        self.windows: SessionWindows = node.windows
+        self.merger = node.merger
+        self.inner_serialize = inner.serialize
+        self.by_key: dict[bytes, dict[bytes, tuple[int, int]]] = {}  # key bytes -> session key bytes -> times
+
+    def _reset(self) -> None:
+        self.by_key = {}
+
+    def _track(self, index: WindowIndex, key_bytes: bytes, window: Windowed[Any]) -> None:
+        index.add(key_bytes, window, self.windows.close_at(window.end), self.windows.expire_at(window.end))
+        self.by_key.setdefault(key_bytes[:-16], {})[key_bytes] = (window.start, window.end)
+
+    def _untrack(self, key_bytes: bytes) -> None:
+        sessions = self.by_key.get(key_bytes[:-16])
+        if sessions is not None:
+            sessions.pop(key_bytes, None)
+            if not sessions:
+                del self.by_key[key_bytes[:-16]]
+
+    def process(self, key: Any, value: Any) -> None:
+        if key is None or value is None:
+            return
+        index = self._observe()
+        ts = self.ctx.timestamp
+        windows, store = self.windows, self.store
+        gap = windows.gap_ms
+        start = end = ts
+        merged: list[tuple[int, bytes]] = []
+        for key_bytes, (s, e) in self.by_key.get(self.inner_serialize(key), {}).items():
+            if e >= ts - gap and s <= ts + gap and not index.is_closed(key_bytes):
+                merged.append((s, key_bytes))
+                start, end = min(start, s), max(end, e)
+        if windows.close_at(end) <= self.stream_time:
+            # late: the session it would make is closed already (Kafka Streams judges the
+            # merged session too, so a record inside an open session is never late)
+            self.on_late()
+            self._advance(index)
+            return
+        window = Windowed(key, start, end)
+        new_bytes = self.key_serialize(window)
+        current: Any = MISSING
+        for _, key_bytes in sorted(merged):  # oldest session first: merger(key, older, newer)
+            part = store.get(key_bytes)
+            if part is not MISSING:
+                current = part if current is MISSING else self.merger(key, current, part)
+            if key_bytes != new_bytes:
+                old = self.store_key(key_bytes)
+                store.put(key_bytes, old, None)
+                index.remove(key_bytes)
+                self._untrack(key_bytes)
         if current is MISSING:
             current = self.initializer()
-        self.store.put(key_bytes, key, self.aggregator(key, value, current))
+        store.put(new_bytes, window, self.aggregator(key, value, current))
+        self._track(index, new_bytes, window)
+        self._advance(index)
 
 
 class JoinProcessor(Processor):
@@ -241,6 +457,7 @@ def build_tree(
     tables: Mapping[str, Callable[[bytes], bytes | None]],
     topic_name: Callable[[str, bool], str],
     memo: dict[int, Processor],
+    on_late: Callable[[], None] = lambda: None,
 ) -> Processor:
     """Instantiate the processors below ``source`` for one task (``memo`` shares nodes between sources)."""
 
@@ -271,7 +488,15 @@ def build_tree(
                 internal=node.internal,
             )
         elif isinstance(node, AggregateNode):
-            proc = AggregateProcessor(node, stores[node.store.name], ctx)
+            store = stores[node.store.name]
+            if isinstance(node.windows, TimeWindows):
+                proc = TimeWindowAggregateProcessor(node, store, ctx, on_late)
+            elif isinstance(node.windows, SessionWindows):
+                key_serde = node.store.key_serde
+                assert isinstance(key_serde, SessionWindowedSerde)
+                proc = SessionAggregateProcessor(node, store, ctx, on_late, key_serde.inner)
+            else:
+                proc = AggregateProcessor(node, store)
         elif isinstance(node, JoinNode):
             proc = JoinProcessor(node, tables[node.table.store.name])
         else:  # pragma: no cover - the DSL makes no other nodes

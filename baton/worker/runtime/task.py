@@ -36,15 +36,25 @@ DeadLetter = Callable[[BaseException, str, Message], None]
 
 
 class _Source:
-    __slots__ = ("deserialize_key", "deserialize_value", "forward", "internal")
+    __slots__ = ("deserialize_key", "deserialize_value", "forward", "internal", "timestamp")
 
     def __init__(
-        self, root: Processor, key: Callable[[bytes], Any], value: Callable[[bytes], Any], internal: bool
+        self,
+        root: Processor,
+        key: Callable[[bytes], Any],
+        value: Callable[[bytes], Any],
+        internal: bool,
+        timestamp: Callable[[Any, Any, int], int] | None,
     ) -> None:
         self.forward = root.forward  # bound to the source's children by build_tree
         self.deserialize_key = key
         self.deserialize_value = value
         self.internal = internal
+        self.timestamp = timestamp
+
+
+class InvalidTimestamp(ValueError):
+    """The timestamp extractor returned a negative time."""
 
 
 class Task:
@@ -60,6 +70,7 @@ class Task:
         caching: bool,
         dead_letter: DeadLetter,
         cache_budget: CacheBudget | None = None,
+        on_late: Callable[[], None] = lambda: None,
     ) -> None:
         self.id = task_id
         self.sub = sub
@@ -99,10 +110,15 @@ class Task:
                 tables=tables,
                 topic_name=topic_name,
                 memo=memo,
+                on_late=on_late,
             )
             for topic in node.topics:
                 self._sources[topic_name(topic, node.internal)] = _Source(
-                    root, node.key_serde.deserialize, node.value_serde.deserialize, node.internal
+                    root,
+                    node.key_serde.deserialize,
+                    node.value_serde.deserialize,
+                    node.internal,
+                    node.timestamp,
                 )
         # next offset to read per input topic, as of the last processed record / last commit
         self.positions: dict[str, int] = {}
@@ -137,6 +153,10 @@ class Task:
         try:
             key = None if raw_key is None else source.deserialize_key(raw_key)
             value = None if raw_value is None else source.deserialize_value(raw_value)
+            if source.timestamp is not None:
+                ctx.timestamp = source.timestamp(key, value, ctx.timestamp)
+                if ctx.timestamp < 0:
+                    raise InvalidTimestamp(f"the timestamp extractor returned {ctx.timestamp}")
         except Exception as exc:
             self._dead_letter(exc, "deserialize", msg)
         else:

@@ -624,6 +624,7 @@ class Worker:
             caching=self.config.write_cache,
             dead_letter=self.dead_letter,
             cache_budget=self.cache_budget,
+            on_late=self.metrics.late.labels(str(task_id)).inc,
         )
         self.tasks[task_id] = task
         restore = TaskRestore(task_id, self.stores.restore_jobs(task_id, stores), self._ready.put)

@@ -97,6 +97,10 @@ class TaskStore:
         self._dirty_bytes = 0  # this store's share of the budget
         self._pending: dict[bytes, bytes | None] = {}
         self.forward: Callable[[Any, Any], None] = lambda _k, _v: None
+        # called at the start of every flush: an aggregation saves its stream time there
+        self.before_flush: Callable[[], None] | None = None
+        # called when uncommitted updates are dropped: an aggregation forgets what it derived from them
+        self.after_discard: Callable[[], None] | None = None
         # called with the error when forwarding a flushed entry fails downstream (dead-letter it)
         self.on_flush_error: Callable[[Exception], None] = _reraise
 
@@ -142,8 +146,35 @@ class TaskStore:
         self._send(self.changelog_topic, key_bytes, raw, self.partition, self._ctx.timestamp, None)
         self.forward(key, value)
 
+    def get_meta(self, key: bytes) -> bytes | None:
+        """A raw entry the store's owner keeps beside its data (a windowed store's stream time)."""
+        if key in self._pending:
+            return self._pending[key]
+        return self.persistent.get(key)
+
+    def put_meta(self, key: bytes, raw: bytes) -> None:
+        """Log a raw entry: durable with the next commit, never forwarded, no value serde."""
+        self._pending[key] = raw
+        self._send(self.changelog_topic, key, raw, self.partition, self._ctx.timestamp, None)
+
+    def expire(self, keys: list[bytes]) -> None:
+        """Delete windows past retention: a tombstone in the changelog, nothing forwarded.
+
+        A window still dirty in the cache is flushed first, so its last update is logged
+        (and forwarded) before its tombstone, never after it.
+        """
+        if self._caching and any(k in self._dirty for k in keys):
+            self.flush()
+        overlay, pending, send = self._overlay, self._pending, self._send
+        for key_bytes in keys:
+            overlay[key_bytes] = _DELETED
+            pending[key_bytes] = None
+            send(self.changelog_topic, key_bytes, None, self.partition, self._ctx.timestamp, None)
+
     def flush(self) -> None:
         """Log and forward the latest value of every dirty key, each under its own record context."""
+        if self.before_flush is not None:
+            self.before_flush()
         if not self._dirty:
             return
         ctx = self._ctx
@@ -209,6 +240,8 @@ class TaskStore:
         self._dirty.clear()
         self._release()
         self._pending.clear()
+        if self.after_discard is not None:
+            self.after_discard()
 
     def _release(self) -> None:
         """The dirty entries are gone (flushed or dropped): give their bytes back."""

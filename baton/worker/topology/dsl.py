@@ -38,7 +38,7 @@ from baton.worker.topology.graph import (
     reachable,
 )
 from baton.worker.topology.serdes import BYTES, JSON, Serde
-from baton.worker.topology.windows import TimeWindows, WindowedSerde
+from baton.worker.topology.windows import SessionWindowedSerde, SessionWindows, TimeWindows, WindowedSerde
 
 
 class TopologyError(ValueError):
@@ -57,13 +57,25 @@ class Topology:
 
     # -- entry points -------------------------------------------------------------------
     def stream(
-        self, topics: str | Iterable[str], *, key: Serde[Any] = BYTES, value: Serde[Any] = BYTES
+        self,
+        topics: str | Iterable[str],
+        *,
+        key: Serde[Any] = BYTES,
+        value: Serde[Any] = BYTES,
+        timestamp: Callable[[Any, Any, int], int] | None = None,
     ) -> Stream:
-        """Read one or more topics as a record stream."""
+        """Read one or more topics as a record stream.
+
+        ``timestamp(key, value, record_timestamp_ms) -> ms`` is the timestamp extractor
+        (Kafka Streams' ``TimestampExtractor``): event time from the payload, for windows
+        and as the timestamp of the records produced from it. Without one, the Kafka
+        record's timestamp is used. An extractor that raises, or returns a negative time,
+        sends the record to the dead-letter topic.
+        """
         names = [topics] if isinstance(topics, str) else list(topics)
         if not names:
             raise TopologyError("stream() needs at least one topic")
-        node = SourceNode(self._name("source"), names, key, value)
+        node = SourceNode(self._name("source"), names, key, value, timestamp=timestamp)
         self._sources.append(node)
         return Stream(self, node, key, value)
 
@@ -271,7 +283,7 @@ class GroupedStream:
         node: Node,
         key: Serde[Any],
         value: Serde[Any],
-        windows: TimeWindows | None = None,
+        windows: TimeWindows | SessionWindows | None = None,
     ) -> None:
         self._topology = topology
         self._node = node
@@ -279,13 +291,17 @@ class GroupedStream:
         self.value_serde = value
         self._windows = windows
 
-    def windowed_by(self, windows: TimeWindows) -> GroupedStream:
-        """Aggregate per key and time window (``tumbling(...)`` or ``hopping(...)``)."""
+    def windowed_by(self, windows: TimeWindows | SessionWindows) -> GroupedStream:
+        """Aggregate per key and window: ``tumbling(...)``, ``hopping(...)`` or ``sessions(...)``."""
+        if not isinstance(windows, TimeWindows | SessionWindows):
+            raise TopologyError("windowed_by() takes tumbling(...), hopping(...) or sessions(...)")
         return GroupedStream(self._topology, self._node, self.key_serde, self.value_serde, windows)
 
     def count(self, *, store: str | None = None) -> Table:
         """Number of records per key (per window if windowed)."""
-        return self.aggregate(lambda: 0, lambda _k, _v, n: n + 1, store=store, value=JSON)
+        return self.aggregate(
+            lambda: 0, lambda _k, _v, n: n + 1, store=store, value=JSON, merger=lambda _k, a, b: a + b
+        )
 
     def reduce(
         self, reducer: Callable[[Any, Any], Any], *, store: str | None = None, value: Serde[Any] | None = None
@@ -296,7 +312,13 @@ class GroupedStream:
         def aggregator(_key: Any, new: Any, current: Any) -> Any:
             return new if current is missing else reducer(current, new)
 
-        return self.aggregate(lambda: missing, aggregator, store=store, value=value or self.value_serde)
+        return self.aggregate(
+            lambda: missing,
+            aggregator,
+            store=store,
+            value=value or self.value_serde,
+            merger=lambda _k, a, b: reducer(a, b),
+        )
 
     def aggregate(
         self,
@@ -305,15 +327,43 @@ class GroupedStream:
         *,
         store: str | None = None,
         value: Serde[Any] = JSON,
+        merger: Callable[[Any, Any, Any], Any] | None = None,
     ) -> Table:
-        """Fold values per key: ``aggregator(key, value, current) -> new``, starting at ``initializer()``."""
+        """Fold values per key: ``aggregator(key, value, current) -> new``, starting at ``initializer()``.
+
+        Session windows also need ``merger(key, older, newer) -> merged``: a record that
+        falls between two sessions of a key joins them into one.
+        """
         key: Serde[Any] = self.key_serde
-        if self._windows is not None:
+        if isinstance(self._windows, TimeWindows):
             key = WindowedSerde(self.key_serde, self._windows.size_ms)
+        elif isinstance(self._windows, SessionWindows):
+            if merger is None:
+                raise TopologyError(
+                    "aggregate() over session windows needs merger=(key, older, newer) -> merged"
+                )
+            key = SessionWindowedSerde(self.key_serde)
         spec = self._topology._store(store, "aggregate", key, value)
-        node = AggregateNode(self._topology._name("aggregate"), spec, initializer, aggregator, self._windows)
+        node = AggregateNode(
+            self._topology._name("aggregate"), spec, initializer, aggregator, self._windows, merger
+        )
         self._node.children.append(node)
         return Table(self._topology, node, key, value)
+
+
+class Suppressed:
+    """What ``Table.suppress`` waits for; made by ``until_window_closes()``."""
+
+    __slots__ = ()
+
+
+def until_window_closes() -> Suppressed:
+    """Final results only: Kafka Streams' ``Suppressed.untilWindowCloses(unbounded())``.
+
+    Unbounded because the results wait in the store itself (RocksDB, with its changelog),
+    not in a memory buffer, so there is no buffer to overflow.
+    """
+    return Suppressed()
 
 
 class Table:
@@ -329,6 +379,24 @@ class Table:
     def store_name(self) -> str:
         assert isinstance(self._node, AggregateNode | TableNode)
         return self._node.store.name
+
+    def suppress(self, until: Suppressed) -> Table:
+        """Emit only final results: each window's last value once, when the window closes.
+
+        Kafka Streams' ``suppress(Suppressed.untilWindowCloses(...))``. A window closes when
+        stream time passes its end plus the grace period (sessions: plus the gap too), so
+        results wait that long, and a late record never amends one already emitted. Call
+        it before ``to_stream()``: it changes what this table forwards.
+        """
+        if not isinstance(until, Suppressed):
+            raise TopologyError("suppress() takes until_window_closes()")
+        node = self._node
+        if not isinstance(node, AggregateNode) or node.windows is None:
+            raise TopologyError("suppress(until_window_closes()) needs a windowed aggregation")
+        if node.children:
+            raise TopologyError("call suppress() before to_stream(): the table already has consumers")
+        node.final = True
+        return Table(self._topology, node, self.key_serde, self.value_serde)
 
     def to_stream(self) -> Stream:
         """The table's updates as a stream (one record per update, or per commit with the cache)."""

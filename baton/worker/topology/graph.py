@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from baton.worker.topology.serdes import Serde
-from baton.worker.topology.windows import TimeWindows
+from baton.worker.topology.windows import SessionWindows, TimeWindows
 
 
 @dataclass(eq=False)
@@ -32,6 +32,8 @@ class SourceNode(Node):
     key_serde: Serde[Any]
     value_serde: Serde[Any]
     internal: bool = False  # a repartition topic: its name gets the application id prefix
+    # event time from the record: (key, value, record timestamp ms) -> timestamp ms
+    timestamp: Callable[[Any, Any, int], int] | None = None
 
 
 @dataclass(eq=False)
@@ -83,12 +85,19 @@ class StoreSpec:
 
 @dataclass(eq=False)
 class AggregateNode(Node):
-    """count/reduce/aggregate, optionally windowed: ``aggregator(key, value, current) -> new``."""
+    """count/reduce/aggregate, optionally windowed: ``aggregator(key, value, current) -> new``.
+
+    ``merger(key, a, b)`` combines two sessions' aggregates when a record bridges them
+    (session windows only). ``final`` is ``suppress(until_window_closes())``: only a
+    closed window's last value goes downstream.
+    """
 
     store: StoreSpec
     initializer: Callable[[], Any]
     aggregator: Callable[[Any, Any, Any], Any]
-    windows: TimeWindows | None = None
+    windows: TimeWindows | SessionWindows | None = None
+    merger: Callable[[Any, Any, Any], Any] | None = None
+    final: bool = False
 
 
 @dataclass(eq=False)

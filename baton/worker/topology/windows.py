@@ -1,7 +1,19 @@
-"""Time windows on record timestamps (event time), as in Kafka Streams' ``TimeWindows``.
+"""Windows on record timestamps (event time), as in Kafka Streams' ``TimeWindows`` and ``SessionWindows``.
 
-Windows are aligned to the epoch, so which windows a record falls in depends only on
-its timestamp: replaying the same input gives the same windows, whatever the wall clock.
+Time windows are aligned to the epoch, so which windows a record falls in depends only
+on its timestamp: replaying the same input gives the same windows, whatever the wall
+clock. Every window has a **grace period** and a **retention**, measured in *stream
+time* (the largest record timestamp an aggregation has seen, never the wall clock):
+
+* a window *closes* when stream time reaches its end plus the grace period; a record
+  that would fall only in closed windows is late and dropped (Kafka Streams' rule), so a
+  late record never reopens an old window;
+* a window is *deleted* from the store and its changelog when stream time reaches its
+  start plus the retention (at least size + grace; by default exactly that, so a window
+  is gone as soon as it closes). Without this a window store grows without bound.
+
+The default grace is 24 hours, Kafka Streams' default before it asked for one
+explicitly: old topologies keep accepting records up to a day out of order.
 """
 
 from __future__ import annotations
@@ -16,10 +28,25 @@ from baton.worker.topology.serdes import Serde, SerdeError
 K = TypeVar("K")
 
 _START = struct.Struct(">q")
+_END_START = struct.Struct(">qq")
+
+
+DEFAULT_GRACE_MS = 24 * 3600 * 1000
 
 
 def _ms(value: int | timedelta) -> int:
     return int(value.total_seconds() * 1000) if isinstance(value, timedelta) else int(value)
+
+
+def _retention(retention: int | timedelta | None, minimum: int, what: str) -> int:
+    if retention is None:
+        return minimum
+    ms = _ms(retention)
+    if ms < minimum:
+        raise ValueError(
+            f"retention {ms} ms is shorter than {what} ({minimum} ms): windows would vanish open"
+        )
+    return ms
 
 
 @dataclass(frozen=True)
@@ -28,12 +55,28 @@ class TimeWindows:
 
     size_ms: int
     advance_ms: int
+    grace_ms: int = DEFAULT_GRACE_MS
+    retention_ms: int = 0  # 0: size + grace
 
     def __post_init__(self) -> None:
         if self.size_ms <= 0 or self.advance_ms <= 0:
             raise ValueError("window size and advance must be positive")
         if self.advance_ms > self.size_ms:
             raise ValueError("advance larger than size would leave gaps between windows")
+        if self.grace_ms < 0:
+            raise ValueError("the grace period cannot be negative")
+        minimum = self.size_ms + self.grace_ms
+        object.__setattr__(
+            self, "retention_ms", _retention(self.retention_ms or None, minimum, "size + grace")
+        )
+
+    def close_at(self, start: int) -> int:
+        """Stream time at which the window starting at ``start`` closes."""
+        return start + self.size_ms + self.grace_ms
+
+    def expire_at(self, start: int) -> int:
+        """Stream time at which the window starting at ``start`` leaves the store."""
+        return start + self.retention_ms
 
     def starts_for(self, timestamp_ms: int) -> list[int]:
         """Start times of every window containing ``timestamp_ms``, oldest first."""
@@ -44,15 +87,67 @@ class TimeWindows:
         return list(range(first, last + 1, self.advance_ms))
 
 
-def tumbling(size: int | timedelta) -> TimeWindows:
-    """Non-overlapping windows; ``size`` in milliseconds or a ``timedelta``."""
+def tumbling(
+    size: int | timedelta,
+    *,
+    grace: int | timedelta = DEFAULT_GRACE_MS,
+    retention: int | timedelta | None = None,
+) -> TimeWindows:
+    """Non-overlapping windows; durations in milliseconds or as ``timedelta``."""
     ms = _ms(size)
-    return TimeWindows(ms, ms)
+    return TimeWindows(ms, ms, _ms(grace), 0 if retention is None else _ms(retention))
 
 
-def hopping(size: int | timedelta, advance: int | timedelta) -> TimeWindows:
+def hopping(
+    size: int | timedelta,
+    advance: int | timedelta,
+    *,
+    grace: int | timedelta = DEFAULT_GRACE_MS,
+    retention: int | timedelta | None = None,
+) -> TimeWindows:
     """Overlapping windows of ``size`` starting every ``advance``."""
-    return TimeWindows(_ms(size), _ms(advance))
+    return TimeWindows(_ms(size), _ms(advance), _ms(grace), 0 if retention is None else _ms(retention))
+
+
+@dataclass(frozen=True)
+class SessionWindows:
+    """Per-key sessions: records less than ``gap_ms`` apart (inclusive) belong to one session.
+
+    A session ``[start, end]`` spans its first and last record (``end`` is inclusive, as in
+    Kafka Streams). It closes when stream time reaches ``end + gap + grace``: no record in
+    its grace period can extend it after that. A closed session never changes; a record
+    that is not late itself but lands within the gap of a closed session starts a new one.
+    """
+
+    gap_ms: int
+    grace_ms: int = DEFAULT_GRACE_MS
+    retention_ms: int = 0  # 0: gap + grace
+
+    def __post_init__(self) -> None:
+        if self.gap_ms <= 0:
+            raise ValueError("the inactivity gap must be positive")
+        if self.grace_ms < 0:
+            raise ValueError("the grace period cannot be negative")
+        minimum = self.gap_ms + self.grace_ms
+        object.__setattr__(
+            self, "retention_ms", _retention(self.retention_ms or None, minimum, "gap + grace")
+        )
+
+    def close_at(self, end: int) -> int:
+        return end + self.gap_ms + self.grace_ms
+
+    def expire_at(self, end: int) -> int:
+        return end + self.retention_ms
+
+
+def sessions(
+    gap: int | timedelta,
+    *,
+    grace: int | timedelta = DEFAULT_GRACE_MS,
+    retention: int | timedelta | None = None,
+) -> SessionWindows:
+    """Session windows with an inactivity ``gap``."""
+    return SessionWindows(_ms(gap), _ms(grace), 0 if retention is None else _ms(retention))
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,3 +178,22 @@ class WindowedSerde(Serde[Windowed[K]]):
             raise SerdeError("windowed key shorter than its 8-byte window start")
         (start,) = _START.unpack(data[-_START.size :])
         return Windowed(self.inner.deserialize(data[: -_START.size]), start, start + self.size_ms)
+
+
+class SessionWindowedSerde(Serde[Windowed[K]]):
+    """Inner key bytes, then the 8-byte end and the 8-byte start, big-endian.
+
+    Kafka Streams' ``SessionWindowedSerializer`` layout, so JVM consumers read it as theirs.
+    """
+
+    def __init__(self, inner: Serde[K]) -> None:
+        self.inner = inner
+
+    def serialize(self, value: Windowed[K]) -> bytes:
+        return self.inner.serialize(value.key) + _END_START.pack(value.end, value.start)
+
+    def deserialize(self, data: bytes) -> Windowed[K]:
+        if len(data) < _END_START.size:
+            raise SerdeError("session key shorter than its 16-byte end and start")
+        end, start = _END_START.unpack(data[-_END_START.size :])
+        return Windowed(self.inner.deserialize(data[: -_END_START.size]), start, end)
