@@ -46,6 +46,7 @@ class WorkerSpec(_Model):
     error_handler: Literal["dlq", "fail"] = "dlq"
     write_cache: bool = True
     cache_max_bytes: int = 10 * 1024 * 1024
+    repartition_purge_interval_ms: int = 30_000
     shutdown_grace_seconds: int = 30
     metrics_port: int = 8080
 

@@ -80,6 +80,12 @@ from baton.worker.config import ErrorHandler, ProcessingGuarantee, StoreKind, Wo
     envvar="BATON_CACHE_MAX_BYTES",
     help="Bound of all write caches together (cache.max.bytes.buffering); over it, a store flushes.",
 )
+@click.option(
+    "--repartition-purge-interval-ms",
+    type=int,
+    envvar="BATON_REPARTITION_PURGE_INTERVAL_MS",
+    help="How often consumed repartition records are deleted (repartition.purge.interval.ms).",
+)
 @click.option("--shutdown-grace-seconds", type=float, envvar="BATON_SHUTDOWN_GRACE_SECONDS")
 @click.option(
     "--processes",

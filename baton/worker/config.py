@@ -102,6 +102,14 @@ class WorkerConfig(BaseSettings):
         description="Kafka Streams' cache.max.bytes.buffering: the write caches of all of a "
         "process's tasks together; a store whose put goes over it is flushed at once (estimated bytes)",
     )
+    repartition_purge_interval_ms: int = Field(
+        default=30_000,
+        ge=0,
+        le=24 * 3600 * 1000,
+        description="Kafka Streams' repartition.purge.interval.ms: how often records of repartition "
+        "topics that every reader has committed past are deleted (delete-records); 0 purges after "
+        "every commit",
+    )
     shutdown_grace_seconds: float = Field(default=30.0, gt=0)
     color: str | None = Field(default=None, description="blue or green under blue-green deploys; None alone")
     control_topic: str | None = Field(default=None, description="<applicationId>-control under blue-green")

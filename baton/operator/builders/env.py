@@ -88,6 +88,7 @@ def worker_env(app: StreamApp, color: Color, generation: int = 0) -> list[dict[s
         _value("store", spec.state.store),
         _value("write_cache", "true" if spec.worker.write_cache else "false"),
         _value("cache_max_bytes", str(spec.worker.cache_max_bytes)),
+        _value("repartition_purge_interval_ms", str(spec.worker.repartition_purge_interval_ms)),
         _value("shutdown_grace_seconds", str(spec.worker.shutdown_grace_seconds)),
         _value("replication_factor", str(spec.kafka.replication_factor)),
         _value("kafka_config", _kafka_config_json(app)),

@@ -50,7 +50,7 @@ from baton.worker.assignment.membership import (
 from baton.worker.assignment.model import AssignorConfig
 from baton.worker.assignment.wire import Roles
 from baton.worker.config import ProcessingGuarantee, WorkerConfig
-from baton.worker.naming import TaskId, changelog_topic, dlq_topic, source_topics, tasks_for
+from baton.worker.naming import TaskId, changelog_topic, dlq_topic, internal_topic, source_topics, tasks_for
 from baton.worker.runtime import health, internal_topics
 from baton.worker.runtime.batching import BatchSizer
 from baton.worker.runtime.bluegreen import BlueGreen
@@ -60,6 +60,7 @@ from baton.worker.runtime.dead_letters import DeadLetters, RecordFailed
 from baton.worker.runtime.flip_pause import FlipPause
 from baton.worker.runtime.metrics import CopyLag, Metrics
 from baton.worker.runtime.producer import Output
+from baton.worker.runtime.purge import RepartitionPurge
 from baton.worker.runtime.task import Message, Task
 from baton.worker.runtime.task_stores import TaskStores
 from baton.worker.state import snapshot, statedir
@@ -185,6 +186,11 @@ class Worker:
         if self.config.color is not None:
             self._start_bluegreen()
         self.topics = internal_topics.TopicFacts(admin)
+        self.purge = RepartitionPurge(
+            admin,
+            {internal_topic(self.app, t) for t in self.topology.repartition_topics},
+            self.config.repartition_purge_interval_ms,
+        )
         changelogs = {changelog_topic(self.app, s.name) for s in self.topology.stores()}
         self.output = Output(self.clients.producer(), changelogs, size_limit=self.topics.size_limit)
         self.consumer = Consumer(self.clients.consumer())
@@ -501,11 +507,16 @@ class Worker:
         if not ok:
             self.metrics.commit_failures.inc()
             self._rewind(tasks)
-        elif drains:
-            assert self.bluegreen is not None
-            if not self.eos:
-                self.bluegreen.write_now(drains)
-            self.bluegreen.drains_committed(drains)
+        else:
+            if self.purge.enabled:
+                self.purge.after_commit(
+                    (t, task.partition, o) for task in tasks for t, o in task.committed.items()
+                )
+            if drains:
+                assert self.bluegreen is not None
+                if not self.eos:
+                    self.bluegreen.write_now(drains)
+                self.bluegreen.drains_committed(drains)
         self._update_lag()
 
     def _drains_due(self, tasks: list[Task]) -> list[tuple[bytes, bytes]]:
