@@ -5,6 +5,7 @@ is internal and may change between releases; ``baton.testing`` holds helpers for
 own tests against a real broker.
 """
 
+from baton.worker.topology.custom import Processor, ProcessorContext, PunctuationType, StateStore
 from baton.worker.topology.dsl import (
     GroupedStream,
     Stream,
@@ -34,9 +35,13 @@ __all__ = [
     "GroupedStream",
     "Json",
     "JsonSerde",
+    "Processor",
+    "ProcessorContext",
+    "PunctuationType",
     "Serde",
     "SerdeError",
     "SessionWindows",
+    "StateStore",
     "Stream",
     "Suppressed",
     "Table",

@@ -235,7 +235,7 @@ class Membership(threading.Thread):
         self._owned: set[TP] = set()
         self._roles = Roles()
         self._probe_at: float | None = None
-        self._commits: queue.Queue[tuple[dict[TP, int], Future[None]]] = queue.Queue()
+        self._commits: queue.Queue[tuple[dict[TP, tuple[int, str]], Future[None]]] = queue.Queue()
         self._consumer: KafkaConsumer | None = None
         self._started = threading.Event()
         self._error: BaseException | None = None
@@ -366,8 +366,8 @@ class Membership(threading.Thread):
             self.settings.group_id, int(meta.generation_id), str(meta.member_id or ""), meta.group_instance_id
         )
 
-    def commit(self, offsets: Mapping[TP, int], timeout: float = 30.0) -> None:
-        """At-least-once offset commit with this member's generation; raises what the broker said."""
+    def commit(self, offsets: Mapping[TP, tuple[int, str]], timeout: float = 30.0) -> None:
+        """At-least-once commit of (offset, metadata) with this member's generation; raises what the broker said."""
         future: Future[None] = Future()
         self._commits.put((dict(offsets), future))
         future.result(timeout)
@@ -387,7 +387,10 @@ class Membership(threading.Thread):
                 offsets, future = self._commits.get_nowait()
             except queue.Empty:
                 return
-            to_commit = {KTopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
+            to_commit = {
+                KTopicPartition(t, p): OffsetAndMetadata(o, metadata, -1)
+                for (t, p), (o, metadata) in offsets.items()
+            }
             try:
                 if in_listener:
                     consumer.commit_async(to_commit, callback=_log_failed_commit)

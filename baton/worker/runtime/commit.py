@@ -62,8 +62,9 @@ log = logging.getLogger(__name__)
 
 
 def _offsets(tasks: Iterable[Task]) -> list[TopicPartition]:
+    """Offsets to commit, each with its task's stream time as metadata (empty unless kept)."""
     return [
-        TopicPartition(topic, task.partition, offset)
+        TopicPartition(topic, task.partition, offset, task.commit_metadata())
         for task in tasks
         for topic, offset in task.commit_offsets().items()
     ]
@@ -74,7 +75,7 @@ class GroupMember(Protocol):
 
     def group_metadata(self) -> bytes: ...
 
-    def commit(self, offsets: Mapping[tuple[str, int], int], timeout: float = 30.0) -> None: ...
+    def commit(self, offsets: Mapping[tuple[str, int], tuple[int, str]], timeout: float = 30.0) -> None: ...
 
 
 class Guarantee(ABC):
@@ -179,7 +180,9 @@ class AtLeastOnce(Guarantee):
             task.committed_ok(checkpoints)
         if offsets:
             try:
-                self.member.commit({(tp.topic, tp.partition): tp.offset for tp in offsets})
+                self.member.commit(
+                    {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in offsets}
+                )
             except Exception as exc:  # e.g. a rebalance moved the partitions: they will be reprocessed
                 log.warning("offset commit failed", extra={"error": str(exc)})
         return True

@@ -7,12 +7,14 @@ durable. That keeps the processing path testable with plain objects.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from baton.worker.naming import TaskId, changelog_topic, internal_topic
-from baton.worker.runtime.processors import Processor, build_tree
+from baton.worker.runtime.processors import CustomProcessor, Processor, build_tree
 from baton.worker.runtime.producer import OutputRecordRefused
+from baton.worker.runtime.punctuation import NO_TIME, Punctuations
 from baton.worker.state.stores import KeyValueStore
 from baton.worker.state.task_store import CacheBudget, TaskStore
 from baton.worker.topology.context import ORIGIN_HEADER, RecordContext, Send, SinkGate, decode_origin
@@ -30,6 +32,8 @@ class Message(Protocol):
     def timestamp(self) -> tuple[int, int]: ...
     def headers(self) -> Any: ...
 
+
+log = logging.getLogger(__name__)
 
 # (error, stage, message): send to the DLQ, or raise RecordFailed under the fail handler
 DeadLetter = Callable[[BaseException, str, Message], None]
@@ -95,6 +99,11 @@ class Task:
             store.on_flush_error = self._flush_error
         tables = {t.store.name: stores[t.store.name].get for t in sub.tables}
         memo: dict[int, Processor] = {}
+        # Stream time of the task, kept only for custom processors' punctuators: committed
+        # with the offsets (as their metadata) so a restarted task fires where this one would.
+        self.punctuations = Punctuations()
+        self._tracks_time = sub.custom
+        self.stream_time = self.committed_stream_time = NO_TIME
 
         def topic_name(topic: str, internal: bool) -> str:
             return internal_topic(application_id, topic) if internal else topic
@@ -111,6 +120,8 @@ class Task:
                 topic_name=topic_name,
                 memo=memo,
                 on_late=on_late,
+                punctuations=self.punctuations,
+                stream_time=lambda: self.stream_time,
             )
             for topic in node.topics:
                 self._sources[topic_name(topic, node.internal)] = _Source(
@@ -120,6 +131,7 @@ class Task:
                     node.internal,
                     node.timestamp,
                 )
+        self._custom = [p for p in memo.values() if isinstance(p, CustomProcessor)]
         # next offset to read per input topic, as of the last processed record / last commit
         self.positions: dict[str, int] = {}
         self.committed: dict[str, int] = {}
@@ -164,8 +176,40 @@ class Task:
                 source.forward(key, value)
             except Exception as exc:
                 self._dead_letter(exc, _stage(exc), msg)
+            if self._tracks_time and ctx.timestamp > self.stream_time:
+                self._advance_stream_time(ctx.timestamp)
         self.positions[topic] = offset + 1
         self.processed_since_commit += 1
+
+    def _advance_stream_time(self, now: int) -> None:
+        before, self.stream_time = self.stream_time, now
+        for schedule in self.punctuations.due_on_stream_time(before, now):
+            self._punctuate(schedule.callback, now)
+
+    def punctuate_wall_clock(self, now_ms: int) -> None:
+        """The worker loop's tick: fire the wall-clock punctuators whose interval boundary passed."""
+        for schedule in self.punctuations.due_on_wall_clock(now_ms):
+            self._punctuate(schedule.callback, now_ms)
+
+    def _punctuate(self, callback: Callable[[int], None], at: int) -> None:
+        """Run a punctuator under the current record's origin (the sink gate decides on it) at time ``at``."""
+        ctx = self.ctx
+        saved, ctx.timestamp = ctx.timestamp, at
+        try:
+            callback(at)
+        except Exception as exc:
+            self._flush_error(exc)
+        finally:
+            ctx.timestamp = saved
+
+    def commit_metadata(self) -> str:
+        """What the task commits with its offsets: its stream time, when it keeps one."""
+        return str(self.stream_time) if self._tracks_time and self.stream_time != NO_TIME else ""
+
+    def resume_stream_time(self, metadata: str | None) -> None:
+        """At assignment: the stream time the previous owner committed with these offsets."""
+        if self._tracks_time and metadata and metadata.lstrip("-").isdigit():
+            self.stream_time = self.committed_stream_time = max(self.stream_time, int(metadata))
 
     def _flush_error(self, exc: Exception) -> None:
         """A flushed cache entry failed downstream: dead-letter it under the record that last updated it."""
@@ -188,6 +232,7 @@ class Task:
         for store in self.stores.values():
             store.commit(checkpoints.get((store.changelog_topic, self.partition)))
         self.committed.update(self.positions)
+        self.committed_stream_time = self.stream_time
         self.processed_since_commit = 0
 
     def rewind(self) -> dict[str, int]:
@@ -195,10 +240,16 @@ class Task:
         for store in self.stores.values():
             store.discard()
         self.positions = dict(self.committed)
+        self.stream_time = self.committed_stream_time
         self.processed_since_commit = 0
         return dict(self.committed)
 
     def close(self) -> None:
+        for proc in self._custom:
+            try:
+                proc.user.close()
+            except Exception:
+                log.exception("a processor's close() failed", extra={"task": str(self.id)})
         for store in self.stores.values():
             store.discard()
         for kv in self.persistent.values():

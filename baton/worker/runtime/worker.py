@@ -331,6 +331,7 @@ class Worker:
         flips = self.flips
         held = self._held
         sizer = BatchSizer()
+        wall_clock = any(sub.custom for sub in self.topology.subtopologies)  # punctuators may tick
         while not self._stop.is_set():
             self._heartbeat = time.monotonic()
             self._membership_step()
@@ -390,6 +391,10 @@ class Worker:
                 metrics_in.labels(topic, str(partition)).inc(n)
             if self._awaiting_first and counts:
                 self._first_records(counts)
+            if wall_clock:
+                now_ms = int(time.time() * 1000)
+                for task in [t for t in self.tasks.values() if t.id not in self._restores]:
+                    task.punctuate_wall_clock(now_ms)
             self._activate_ready()
             self._standby_step()
             if self.restorer.error is not None:
@@ -571,12 +576,14 @@ class Worker:
             self._awaiting_first[tp] = now
         committed = self._committed(consumer, partitions)
         offsets = {(tp.topic, tp.partition): tp.offset for tp in committed}
+        metadata = {(tp.topic, tp.partition): tp.metadata for tp in committed}
         fetch_now: list[TopicPartition] = []
         for task_id, tps in tasks_for(list(offsets), self.topic_to_sub).items():
             task = self.tasks.get(task_id)
             if task is None:
                 task = self._new_task(task_id)
             for tp in tps:
+                task.resume_stream_time(metadata.get(tp))
                 start = offsets[tp] if offsets[tp] >= 0 else OFFSET_BEGINNING
                 task.committed[tp[0]] = start
                 task.positions[tp[0]] = start

@@ -20,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from baton.worker.topology.custom import Processor
 from baton.worker.topology.graph import (
     AggregateNode,
     BuiltTopology,
+    CustomNode,
     FilterNode,
     FlatMapNode,
     JoinNode,
@@ -53,6 +55,7 @@ class Topology:
         self._tables: list[TableNode] = []
         self._repartitions: list[str] = []
         self._store_names: set[str] = set()
+        self._declared_stores: dict[str, StoreSpec] = {}
         self._counter = 0
 
     # -- entry points -------------------------------------------------------------------
@@ -92,6 +95,16 @@ class Topology:
         self._tables.append(node)
         return Table(self, node, key, value)
 
+    def store(self, name: str, *, key: Serde[Any] = BYTES, value: Serde[Any] = JSON) -> str:
+        """Declare a key-value store for custom processors (``stream.process(..., stores=[name])``).
+
+        It has a changelog, ``<application.id>-<name>-changelog``, and restores, standbys and
+        exactly-once like the stores of aggregations.
+        """
+        spec = self._store(name, "store", key, value)
+        self._declared_stores[name] = spec
+        return name
+
     # -- build ------------------------------------------------------------------------------
     def build(self) -> BuiltTopology:
         """Validate the graph and split it into sub-topologies (one per connected part)."""
@@ -114,6 +127,17 @@ class Topology:
                     raise TopologyError(f"topic {topic!r} is read by two streams; read it once and branch")
                 seen_topics.add(topic)
             stores = [n.store for n in nodes if isinstance(n, AggregateNode)]
+            for n in nodes:
+                if isinstance(n, CustomNode):
+                    for spec in n.stores:
+                        if id(spec) in owner and owner[id(spec)] != index:
+                            raise TopologyError(
+                                f"store {spec.name!r} is used by processors of two sub-topologies "
+                                "(their tasks would not share it): use it after one grouping only"
+                            )
+                        if id(spec) not in owner:
+                            owner[id(spec)] = index
+                            stores.append(spec)
             tables = []
             for n in nodes:
                 if isinstance(n, JoinNode):
@@ -122,7 +146,11 @@ class Topology:
                     if id(n.table) not in owner:
                         owner[id(n.table)] = index
                         tables.append(n.table)
-            subs.append(SubTopology(index, sources, stores, tables))
+            custom = any(isinstance(n, CustomNode) for n in nodes)
+            subs.append(SubTopology(index, sources, stores, tables, custom))
+        for name, spec in self._declared_stores.items():
+            if id(spec) not in owner:
+                raise TopologyError(f"store {name!r} is declared but no processor uses it")
         for table in self._tables:
             if id(table) not in owner:
                 raise TopologyError(f"table {table.store.name!r} is never joined; tables are join inputs")
@@ -228,6 +256,29 @@ class Stream:
         self._node.children.append(
             SinkNode(self._topology._name("sink"), topic, key or self.key_serde, value or self.value_serde)
         )
+
+    def process(
+        self,
+        factory: Callable[[], Processor],
+        *,
+        stores: Iterable[str] = (),
+        key: Serde[Any] | None = None,
+        value: Serde[Any] | None = None,
+    ) -> Stream:
+        """Run a custom processor (``baton.Processor``) with the stores it names; returns what it forwards.
+
+        A processor may forward other keys, so a grouping after it repartitions.
+        """
+        specs = []
+        for name in stores:
+            spec = self._topology._declared_stores.get(name)
+            if spec is None:
+                raise TopologyError(f"process() names store {name!r}: declare it first with topology.store()")
+            specs.append(spec)
+        node = CustomNode(self._topology._name("process"), factory, specs)
+        out = self._then(node, value=value, key_changed=True)
+        out.key_serde = key or self.key_serde
+        return out
 
     def group_by_key(
         self, *, key: Serde[Any] | None = None, value: Serde[Any] | None = None, name: str | None = None

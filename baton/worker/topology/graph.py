@@ -117,6 +117,14 @@ class JoinNode(Node):
 
 
 @dataclass(eq=False)
+class CustomNode(Node):
+    """A user's processor (``stream.process``): ``factory()`` makes one per task."""
+
+    factory: Callable[[], Any]
+    stores: list[StoreSpec]
+
+
+@dataclass(eq=False)
 class SubTopology:
     """Nodes connected without a repartition topic: one task per partition of its sources."""
 
@@ -124,6 +132,7 @@ class SubTopology:
     sources: list[SourceNode]
     stores: list[StoreSpec]
     tables: list[TableNode]
+    custom: bool = False  # has a custom processor: the task keeps and commits its stream time
 
     @property
     def source_topics(self) -> list[str]:
