@@ -86,6 +86,11 @@ from baton.worker.config import ErrorHandler, ProcessingGuarantee, StoreKind, Wo
     envvar="BATON_REPARTITION_PURGE_INTERVAL_MS",
     help="How often consumed repartition records are deleted (repartition.purge.interval.ms).",
 )
+@click.option(
+    "--application-server",
+    envvar="BATON_APPLICATION_SERVER",
+    help="Host (or host:port) where other pods reach this worker's HTTP port (application.server).",
+)
 @click.option("--shutdown-grace-seconds", type=float, envvar="BATON_SHUTDOWN_GRACE_SECONDS")
 @click.option(
     "--processes",

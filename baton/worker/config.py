@@ -91,7 +91,15 @@ class WorkerConfig(BaseSettings):
         description="The pod this process runs in: the assignor keeps a task's standbys off its "
         "active's host when another exists; default: the instance id, or the process id",
     )
-    metrics_port: int = Field(default=8080, ge=0, le=65535, description="Port of /metrics, /healthz, /readyz")
+    metrics_port: int = Field(
+        default=8080, ge=0, le=65535, description="Port of /metrics, /healthz, /readyz and the store queries"
+    )
+    application_server: str | None = Field(
+        default=None,
+        description="Kafka Streams' application.server: the host (or host:port) other members and "
+        "clients reach this process's HTTP port at, for interactive queries' routing; without a "
+        "port the bound one is added; default 127.0.0.1",
+    )
     error_handler: ErrorHandler = ErrorHandler.DLQ
     store: StoreKind = StoreKind.ROCKSDB
     write_cache: bool = Field(default=True, description="Collapse repeated updates of a key within a commit")

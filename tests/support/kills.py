@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from baton.testing import WorkerProcess, produce
+from baton.worker.processes.supervisor import free_ports
 
 
 def start_workers(
@@ -22,8 +23,14 @@ def start_workers(
     count: int = 2,
     guarantee: str = "exactly_once_v2",
     extra: Sequence[str] = (),
+    stable_ports: bool = False,
 ) -> list[WorkerProcess]:
-    """``count`` workers of one app, committing every 200 ms, failure detected in 6 s."""
+    """``count`` workers of one app, committing every 200 ms, failure detected in 6 s.
+
+    ``stable_ports``: each keeps one HTTP port across restarts, as a pod keeps its name and
+    port (interactive queries route to the address a member advertised when it joined).
+    """
+    ports = free_ports(count) if stable_ports else [0] * count
     return [
         WorkerProcess(
             module,
@@ -34,7 +41,17 @@ def start_workers(
             instance_id=f"w{i}",
             guarantee=guarantee,
             env=env,
-            extra_args=["--commit-interval-ms", "200", "-X", "session.timeout.ms=6000", *extra],
+            extra_args=[
+                *(
+                    "--commit-interval-ms",
+                    "200",
+                    "-X",
+                    "session.timeout.ms=6000",
+                    "--metrics-port",
+                    str(ports[i]),
+                ),
+                *extra,
+            ],
         ).start()
         for i in range(count)
     ]

@@ -76,6 +76,9 @@ def worker_env(app: StreamApp, color: Color, generation: int = 0) -> list[dict[s
         {"name": env_var("instance_id"), "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         # the pod: with processesPerPod > 1 each process has its own instance id, one host
         {"name": env_var("host"), "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        # interactive queries: the pod's DNS name under the color's headless Service; each
+        # process adds the port it serves on
+        _value("application_server", f"$({env_var('host')}).{app.name}-{color}.{app.namespace}.svc"),
         _value("state_dir", STATE_DIR),
         _value("processing_guarantee", spec.processing_guarantee),
         _value("processes", str(spec.processes_per_pod)),

@@ -98,6 +98,7 @@ class GroupSettings:
     ]  # changelog (or table source) partitions of a task's stores
     assignor: AssignorConfig
     probing_interval_ms: int
+    endpoint: str = ""  # where this member's HTTP server answers interactive queries
 
 
 # librdkafka names (BATON_KAFKA_CONFIG, -X) -> kafka-python names, for the settings membership needs
@@ -448,6 +449,7 @@ class Membership(threading.Thread):
             offsets=offsets,
             active=frozenset(owned_tasks),
             standby=self._roles.standby | self._roles.warmup,
+            endpoint=self.settings.endpoint,
         )
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(self._owned):
@@ -499,6 +501,10 @@ class Membership(threading.Thread):
         running = {t: mid for mid, r in sorted(reports.items()) for t in r.active}
         probe_after = s.probing_interval_ms if decided.probing else None
         out: dict[str, ConsumerProtocolAssignment] = {}
+        endpoints: dict[str, frozenset[TaskId]] = {}
+        for mid, r in sorted(reports.items()):
+            if r.endpoint and mid in decided.members:
+                endpoints[r.endpoint] = endpoints.get(r.endpoint, frozenset()) | decided.members[mid].active
         moving = sum(1 for mid, r in decided.members.items() for t in r.active if running.get(t, mid) != mid)
         for mid in reports:
             roles = decided.members.get(mid)
@@ -515,6 +521,7 @@ class Membership(threading.Thread):
                 probe_after_ms=probe_after,
                 coverage=decided.coverage,
                 followup=moving > 0,
+                endpoints=endpoints,
             )
             a_tp = ConsumerProtocolAssignment.TopicPartition
             out[mid] = ConsumerProtocolAssignment(

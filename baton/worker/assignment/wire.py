@@ -56,18 +56,20 @@ class Subscription:
     offsets: Mapping[TaskId, int] = field(default_factory=dict)
     active: frozenset[TaskId] = frozenset()
     standby: frozenset[TaskId] = frozenset()
+    endpoint: str = ""  # host:port of its HTTP server (Kafka Streams' application.server)
 
     def encode(self) -> bytes:
-        return orjson.dumps(
-            {
-                "v": VERSION,
-                "process": self.process,
-                "host": self.host,
-                "offsets": {str(t): o for t, o in sorted(self.offsets.items())},
-                "active": _tasks(self.active),
-                "standby": _tasks(self.standby),
-            }
-        )
+        doc: dict[str, object] = {
+            "v": VERSION,
+            "process": self.process,
+            "host": self.host,
+            "offsets": {str(t): o for t, o in sorted(self.offsets.items())},
+            "active": _tasks(self.active),
+            "standby": _tasks(self.standby),
+        }
+        if self.endpoint:
+            doc["endpoint"] = self.endpoint
+        return orjson.dumps(doc)
 
     @classmethod
     def decode(cls, data: bytes | None) -> Subscription:
@@ -81,6 +83,7 @@ class Subscription:
             offsets={TaskId.parse(k): int(v) for k, v in offsets.items()},
             active=_parse_tasks(doc.get("active", [])),
             standby=_parse_tasks(doc.get("standby", [])),
+            endpoint=str(doc.get("endpoint", "")),
         )
 
 
@@ -100,6 +103,9 @@ class Roles:
     probe_after_ms: int | None = None  # warmups are running: the leader rebalances again after this long
     coverage: StandbyCoverage | None = None  # the whole group's, the same in every member's roles
     followup: bool = False  # some active moves between members: a follow-up rebalance comes at once
+    # every member's endpoint -> the tasks it runs active: interactive queries' routing
+    # (Kafka Streams' partitionsByHost), the same in every member's roles
+    endpoints: Mapping[str, frozenset[TaskId]] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         doc: dict[str, object] = {
@@ -111,6 +117,8 @@ class Roles:
         }
         if self.followup:
             doc["followup"] = True
+        if self.endpoints:
+            doc["endpoints"] = {e: _tasks(ts) for e, ts in sorted(self.endpoints.items())}
         if self.coverage is not None:
             c = self.coverage
             doc["coverage"] = {"tasks": c.tasks, "with_standby": c.with_standby, "caught_up": c.caught_up}
@@ -123,12 +131,16 @@ class Roles:
         coverage = doc.get("coverage")
         if coverage is not None and not isinstance(coverage, dict):
             raise BadUserData("coverage must be an object")
+        endpoints = doc.get("endpoints", {})
+        if not isinstance(endpoints, dict):
+            raise BadUserData("endpoints must be an object")
         return cls(
             active=_parse_tasks(doc.get("active", [])),
             standby=_parse_tasks(doc.get("standby", [])),
             warmup=_parse_tasks(doc.get("warmup", [])),
             probe_after_ms=None if probe is None else int(str(probe)),
             followup=doc.get("followup") is True,
+            endpoints={str(e): _parse_tasks(ts) for e, ts in endpoints.items()},
             coverage=None
             if coverage is None
             else StandbyCoverage(

@@ -9,12 +9,17 @@ scrape (``baton_worker_processes{state="unreachable"}`` says so) rather than fai
 from __future__ import annotations
 
 import logging
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 
+import orjson
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
+
+from baton.worker.runtime.queries import Answer
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +35,28 @@ def fetch(port: int, path: str, timeout: float = TIMEOUT_S) -> tuple[int, str]:
         return exc.code, ""
     except OSError:
         return 0, ""
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *_args: object, **_kwargs: object) -> None:
+        return None  # a 307 to the owning process goes back to the client as it is
+
+
+def proxy_query(port: int, path: str, params: dict[str, str], timeout: float = 12.0) -> Answer:
+    """An interactive query asked at the pod's port, answered by one of its processes.
+
+    Any process can answer or redirect (the group's routing is the same in all of them),
+    so the first one does; its redirect names the owning process's own port.
+    """
+    url = f"http://127.0.0.1:{port}{path}?{urllib.parse.urlencode(params)}"
+    try:
+        with urllib.request.build_opener(_NoRedirect).open(url, timeout=timeout) as reply:
+            return Answer(reply.status, orjson.loads(reply.read()), reply.headers.get("Location"))
+    except urllib.error.HTTPError as exc:
+        body = exc.read()
+        return Answer(exc.code, orjson.loads(body) if body else {}, exc.headers.get("Location"))
+    except OSError:
+        return Answer(503, {"error": "the pod's worker processes do not answer; retry shortly"})
 
 
 def merge(expositions: Sequence[tuple[str, str]]) -> list[Metric]:

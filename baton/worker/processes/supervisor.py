@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry
 
 from baton.worker.config import WorkerConfig, env_var
 from baton.worker.processes.plan import ProcessSlot, config_env, plan
-from baton.worker.processes.scrape import ChildrenCollector, fetch
+from baton.worker.processes.scrape import ChildrenCollector, fetch, proxy_query
 from baton.worker.runtime import health
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,16 @@ def free_ports(count: int) -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+def child_ports(pod_port: int, count: int) -> list[int]:
+    """The children's ports: the ones after the pod's, so a restarted pod's processes keep
+    their addresses (interactive queries route to what a member advertised when it joined,
+    and a static member that rejoins does not make the group rebalance); free ones when
+    the pod's port is itself picked at random (0, in tests)."""
+    if pod_port == 0:
+        return free_ports(count)
+    return [pod_port + 1 + i for i in range(count)]
 
 
 def _die_with_parent() -> None:
@@ -119,7 +129,9 @@ class Supervisor:
         self._stop.set()
 
     def run(self) -> int:
-        self.slots = plan(self.config, self.host, free_ports(self.config.processes))
+        self.slots = plan(
+            self.config, self.host, child_ports(self.config.metrics_port, self.config.processes)
+        )
 
         def on_signal(signum: int, _frame: FrameType | None) -> None:
             log.info("stopping the pod's worker processes", extra={"signal": signal.Signals(signum).name})
@@ -130,7 +142,14 @@ class Supervisor:
         self.children = [self._start(slot) for slot in self.slots]  # before any thread: see _start
         registry = CollectorRegistry()
         registry.register(ChildrenCollector(self._ports))
-        self.server = health.serve(self.config.metrics_port, registry, self.healthy, self.ready)
+        first = self.slots[0].config.metrics_port
+        self.server = health.serve(
+            self.config.metrics_port,
+            registry,
+            self.healthy,
+            self.ready,
+            lambda path, params: proxy_query(first, path, params),
+        )
         log.info(
             "http listening",
             extra={"port": self.server.server_address[1], "processes": len(self.children)},

@@ -8,16 +8,35 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from baton.worker.runtime.queries import Answer, is_query, split_query
+
 
 def serve(
-    port: int, registry: CollectorRegistry, healthy: Callable[[], bool], ready: Callable[[], bool]
+    port: int,
+    registry: CollectorRegistry,
+    healthy: Callable[[], bool],
+    ready: Callable[[], bool],
+    queries: Callable[[str, dict[str, str]], Answer] | None = None,
 ) -> ThreadingHTTPServer:
-    """Start the server in a daemon thread; port 0 picks a free port (see ``server_address``)."""
+    """Start the server in a daemon thread; port 0 picks a free port (see ``server_address``).
+
+    ``queries`` answers the interactive queries (``/stores/...``, ``/metadata/...``).
+    """
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
+            path, params = split_query(self.path)
+            if queries is not None and is_query(path):
+                answer = queries(path, params)
+                body = answer.body()
+                self.send_response(answer.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                if answer.location is not None:
+                    self.send_header("Location", answer.location)
+                self.end_headers()
+                self.wfile.write(body)
+            elif path == "/metrics":
                 self._reply(200, generate_latest(registry), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
                 ok = healthy()

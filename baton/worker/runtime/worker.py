@@ -61,6 +61,7 @@ from baton.worker.runtime.flip_pause import FlipPause
 from baton.worker.runtime.metrics import CopyLag, Metrics
 from baton.worker.runtime.producer import Output
 from baton.worker.runtime.purge import RepartitionPurge
+from baton.worker.runtime.queries import Answer, Placement, Queries, QueryError, StoreReader, advertised
 from baton.worker.runtime.task import Message, Task
 from baton.worker.runtime.task_stores import TaskStores
 from baton.worker.state import snapshot, statedir
@@ -125,6 +126,12 @@ class Worker:
         self.stores = TaskStores(self.app, self.app_dir, config.store, topology)
         self.flips: FlipPause | None = None  # set in run() when the worker has a color
         self.cache_budget = CacheBudget(config.cache_max_bytes)  # all tasks' write caches together
+        self.queries = Queries()  # interactive queries, answered on this (the processing) thread
+        self.store_reader = StoreReader(
+            topology, lambda t, internal: internal_topic(self.app, t) if internal else t
+        )
+        self.endpoint = ""
+        self._partition_counts: dict[str, int] = {}
 
     # -- configuration of the clients ----------------------------------------------------
     def _group_settings(self) -> GroupSettings:
@@ -143,6 +150,7 @@ class Worker:
                 max_warmup_replicas=c.max_warmup_replicas,
             ),
             probing_interval_ms=c.probing_rebalance_interval_ms,
+            endpoint=self.endpoint,
         )
 
     def _warm_metadata(self) -> None:
@@ -171,9 +179,12 @@ class Worker:
             return 1
         self._ident = self.config.instance_id or process_id(self.app_dir)
         self._install_signals()
-        server = health.serve(self.config.metrics_port, self.metrics.registry, self._healthy, self._is_ready)
+        server = health.serve(
+            self.config.metrics_port, self.metrics.registry, self._healthy, self._is_ready, self.queries.ask
+        )
         self.http_port = server.server_address[1]
-        log.info("http listening", extra={"port": self.http_port})
+        self.endpoint = advertised(self.config.application_server, self.http_port)
+        log.info("http listening", extra={"port": self.http_port, "endpoint": self.endpoint})
         self.clients = ClientSettings(self.config, self._ident)
         admin = AdminClient(self.clients.base())
         internal_topics.create_for(
@@ -335,6 +346,7 @@ class Worker:
         while not self._stop.is_set():
             self._heartbeat = time.monotonic()
             self._membership_step()
+            self.queries.answer(self._answer_query)
             if flips is not None:
                 flips.step(self._assignment_version, self._generation)
                 if held:
@@ -404,6 +416,24 @@ class Worker:
                 self._commit()
                 next_commit = time.monotonic() + interval
             self.output.producer.poll(0)
+
+    def _answer_query(self, path: str, params: dict[str, str]) -> Answer:
+        where = Placement(
+            me=self.endpoint,
+            tasks={t: task for t, task in self.tasks.items() if t not in self._restores},
+            endpoints=self._roles.endpoints,
+            partitions=self._partitions_of,
+            restoring=frozenset(self._restores),
+        )
+        return self.store_reader.answer(path, params, where)
+
+    def _partitions_of(self, topic: str) -> int:
+        if topic not in self._partition_counts:
+            meta = self.consumer.list_topics(topic, timeout=10).topics[topic]
+            if meta.error is not None or not meta.partitions:
+                raise QueryError(503, f"topic {topic} has no metadata yet")
+            self._partition_counts[topic] = len(meta.partitions)
+        return self._partition_counts[topic]
 
     def _first_records(self, counts: dict[tuple[str | None, int | None], int]) -> None:
         """Time from assignment to the first processed record: what a failover costs a partition."""

@@ -43,6 +43,16 @@ class KeyValueStore(ABC):
     @abstractmethod
     def items(self) -> Iterator[tuple[bytes, bytes]]: ...
 
+    def range(self, low: bytes | None, high: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:
+        """Up to ``limit`` entries with ``low <= key <= high`` (bytes order; None: unbounded)."""
+        out = []
+        for key, value in sorted(self.items()):
+            if (low is None or key >= low) and (high is None or key <= high):
+                out.append((key, value))
+                if len(out) >= limit:
+                    break
+        return out
+
     @abstractmethod
     def close(self) -> None: ...
 
@@ -123,6 +133,16 @@ class RocksDBStore(KeyValueStore):
         for key, value in self._db.items():
             assert isinstance(key, bytes) and isinstance(value, bytes)
             yield key, value
+
+    def range(self, low: bytes | None, high: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:
+        """A seek to ``low``, then keys in RocksDB's (bytes) order until ``high``."""
+        out: list[tuple[bytes, bytes]] = []
+        for key, value in self._db.items(from_key=low) if low is not None else self._db.items():
+            assert isinstance(key, bytes) and isinstance(value, bytes)
+            if (high is not None and key > high) or len(out) >= limit:
+                break
+            out.append((key, value))
+        return out
 
     def close(self) -> None:
         del self._meta_view, self._meta
