@@ -17,12 +17,14 @@ from baton.worker.topology.dsl import (
 )
 from baton.worker.topology.serdes import BYTES, JSON, LONG, STR, Json, JsonSerde, Serde, SerdeError
 from baton.worker.topology.windows import (
+    JoinWindows,
     SessionWindows,
     TimeWindows,
     Windowed,
     hopping,
     sessions,
     tumbling,
+    within,
 )
 
 __version__ = "0.1.0"
@@ -33,6 +35,7 @@ __all__ = [
     "LONG",
     "STR",
     "GroupedStream",
+    "JoinWindows",
     "Json",
     "JsonSerde",
     "Processor",
@@ -54,4 +57,5 @@ __all__ = [
     "sessions",
     "tumbling",
     "until_window_closes",
+    "within",
 ]

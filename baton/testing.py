@@ -198,7 +198,10 @@ def produce(
     topic: str,
     records: Iterable[tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int]],
 ) -> int:
-    """Produce (key, value[, timestamp_ms]) records with the Java partitioner; returns how many."""
+    """Produce (key, value[, timestamp_ms]) records with the Java partitioner; returns how many.
+
+    A timestamp of 0 (or none) means "now" to librdkafka, not the epoch.
+    """
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,

@@ -56,7 +56,7 @@ topology.store("counts", key=STR, value=JSON)
 def _input(seed: int) -> list[tuple[int, str, int]]:
     """(partition, user, timestamp): time moves forward per partition, sometimes 0.5 s back."""
     rng = random.Random(seed)
-    clock = [0] * PARTITIONS
+    clock = [10**6] * PARTITIONS  # far from 0: a timestamp of 0 tells librdkafka "now"
     out = []
     for _ in range(RECORDS):
         p = rng.randrange(PARTITIONS)

@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec  # type: ignore[attr-defined]
 from confluent_kafka.cimpl import NewTopic
 
 from baton.worker.naming import changelog_topic, dlq_topic, internal_topic
-from baton.worker.topology.graph import BuiltTopology, SinkNode, SubTopology, reachable
+from baton.worker.topology.graph import (
+    BuiltTopology,
+    JoinNode,
+    SinkNode,
+    StreamJoinNode,
+    SubTopology,
+    reachable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +146,38 @@ def create_for(
         t.store.source_topic for sub in topology.subtopologies for t in sub.tables if t.store.source_topic
     ]
     counts = partition_counts(admin, external + tables, timeout=60)
+    problem = copartitioning_problem(topology, counts)
+    if problem:
+        raise CoPartitioningError(problem)
     ensure_topics(admin, planned_topics(topology, app, counts, replication_factor))
+
+
+class CoPartitioningError(RuntimeError):
+    """Joined topics with different partition counts: equal keys would land in different tasks."""
+
+
+def copartitioning_problem(topology: BuiltTopology, partitions: Mapping[str, int]) -> str:
+    """Why the topology's joins cannot run on these topics (empty: they can). Pure.
+
+    A join meets records of equal keys only if both inputs put a key in the same partition
+    number, which needs the same partition count (and partitioner). Kafka Streams refuses
+    such a topology at startup; so does Baton, naming the topics, instead of silently
+    joining only the keys that happen to line up.
+    """
+    for sub in topology.subtopologies:
+        nodes = reachable(list(sub.sources))
+        if not any(isinstance(n, JoinNode | StreamJoinNode) for n in nodes):
+            continue
+        topics = [t for src in sub.sources if not src.internal for t in src.topics]
+        topics += [t.store.source_topic for t in sub.tables if t.store.source_topic]
+        counts = {t: partitions[t] for t in topics if t in partitions}
+        if len(set(counts.values())) > 1:
+            listed = ", ".join(f"{t} ({n})" for t, n in sorted(counts.items()))
+            return (
+                f"joined topics must be co-partitioned (the same number of partitions and the same key): "
+                f"{listed}; repartition one side (group_by/through a topic of the other's size) first"
+            )
+    return ""
 
 
 class TopicFacts:

@@ -42,6 +42,8 @@ from baton.worker.topology.graph import (
     PeekNode,
     SinkNode,
     SourceNode,
+    StreamJoinNode,
+    StreamJoinSideNode,
 )
 from baton.worker.topology.serdes import Serde
 from baton.worker.topology.windows import SessionWindowedSerde, SessionWindows, TimeWindows, Windowed
@@ -450,6 +452,174 @@ class JoinProcessor(Processor):
         self.forward(key, self.joiner(value, self.table_deserialize(raw)))
 
 
+_BUFFERED = struct.Struct(">qq")  # a buffered join record's store key ends in (timestamp, offset)
+
+
+class StreamJoinProcessor(Processor):
+    """The shared state and output of a windowed stream-stream join (both sides feed it).
+
+    Each side's records wait in that side's store, keyed ``key + timestamp + offset``,
+    valued ``matched flag + value``, until stream time passes their window plus the
+    grace period; then they are deleted, and a record of a side that keeps unmatched
+    records (left join: the left; outer: both) that never matched is emitted with
+    ``None`` for the other side. Stream time is stored in the left store, as windowed
+    aggregations do, so a restarted task expires and emits exactly what this one would.
+    """
+
+    __slots__ = (
+        "advanced",
+        "by_key",
+        "ctx",
+        "expiry",
+        "joiner",
+        "keeps",
+        "key_of",
+        "node",
+        "on_late",
+        "saved_time",
+        "stores",
+        "stream_time",
+        "value_serdes",
+    )
+
+    def __init__(
+        self,
+        node: StreamJoinNode,
+        stores: dict[str, TaskStore],
+        ctx: RecordContext,
+        on_late: Callable[[], None],
+    ) -> None:
+        super().__init__()
+        self.node = node
+        self.ctx = ctx
+        self.on_late = on_late
+        self.joiner = node.joiner
+        self.stores = (stores[node.left_store.name], stores[node.right_store.name])
+        self.value_serdes = node.value_serdes  # the stores hold raw bytes: matched flag + value
+        self.key_of = (node.left_store.key_serde.deserialize, node.right_store.key_serde.deserialize)
+        self.keeps = (node.how in ("left", "outer"), node.how == "outer")
+        self.expiry: tuple[WindowIndex, WindowIndex] | None = None
+        self.by_key: tuple[dict[bytes, dict[bytes, int]], dict[bytes, dict[bytes, int]]] = ({}, {})
+        self.stream_time = self.saved_time = self.advanced = NO_TIME
+        self.stores[0].before_flush = self._save_time
+        self.stores[0].after_discard = self._forget
+        self.stores[1].after_discard = self._forget
+
+    def _forget(self) -> None:
+        self.expiry = None
+
+    def _save_time(self) -> None:
+        if self.expiry is not None and self.stream_time != self.saved_time:
+            self.stores[0].put_meta(STREAM_TIME_KEY, _TIME.pack(self.stream_time))
+            self.saved_time = self.stream_time
+
+    def _window_after(self, left: bool) -> int:
+        w = self.node.windows
+        return (w.after_ms if left else w.before_ms) + w.grace_ms
+
+    def _load(self) -> tuple[WindowIndex, WindowIndex]:
+        raw = self.stores[0].get_meta(STREAM_TIME_KEY)
+        self.stream_time = self.saved_time = self.advanced = NO_TIME if raw is None else _TIME.unpack(raw)[0]
+        self.by_key = ({}, {})
+        expiry = (WindowIndex(), WindowIndex())
+        for side in (0, 1):
+            for store_key, _ in self.stores[side].persistent.items():
+                if store_key != STREAM_TIME_KEY:
+                    ts = _BUFFERED.unpack(store_key[-16:])[0]
+                    self._track(side, expiry[side], store_key, ts)
+        self.expiry = expiry
+        return expiry
+
+    def _track(self, side: int, expiry: WindowIndex, store_key: bytes, ts: int) -> None:
+        self.by_key[side].setdefault(store_key[:-16], {})[store_key] = ts
+        at = ts + self._window_after(side == 0)
+        expiry.add(store_key, ts, at, at)
+
+    def arrive(self, side: int, key: Any, key_bytes: bytes, value: Any) -> None:
+        """A record of ``side`` (0 left, 1 right): buffer it, join it with the other side's partners."""
+        expiry = self.expiry if self.expiry is not None else self._load()
+        ctx = self.ctx
+        ts = ctx.timestamp
+        self.stream_time = max(self.stream_time, ts)
+        left = side == 0
+        if ts + self._window_after(left) <= self.stream_time:
+            self.on_late()  # its window closed already: joining it now could contradict emitted results
+            self._expire()
+            return
+        w = self.node.windows
+        low, high = (ts - w.before_ms, ts + w.after_ms) if left else (ts - w.after_ms, ts + w.before_ms)
+        other = 1 - side
+        other_store, other_serde = self.stores[other], self.value_serdes[other]
+        matched = False
+        partners = sorted(
+            (t, k) for k, t in self.by_key[other].get(key_bytes, {}).items() if low <= t <= high
+        )
+        for other_ts, other_key in partners:
+            raw = other_store.get(other_key)
+            if raw is MISSING:
+                continue
+            other_matched, other_value = raw[0], other_serde.deserialize(raw[1:])
+            if not other_matched and self.keeps[other]:
+                other_store.put(other_key, key, b"\x01" + raw[1:])
+            saved, ctx.timestamp = ctx.timestamp, max(ts, other_ts)
+            try:
+                self.forward(
+                    key, self.joiner(value, other_value) if left else self.joiner(other_value, value)
+                )
+            finally:
+                ctx.timestamp = saved
+            matched = True
+        own_key = key_bytes + _BUFFERED.pack(ts, ctx.offset)
+        own = b"\x01" if matched else b"\x00"
+        self.stores[side].put(own_key, key, own + self.value_serdes[side].serialize(value))
+        self._track(side, expiry[side], own_key, ts)
+        self._expire()
+
+    def _expire(self) -> None:
+        """Stream time moved: records past their window leave; unmatched ones of a keeping side go out."""
+        now = self.stream_time
+        if now <= self.advanced or self.expiry is None:
+            return
+        self.advanced = now
+        gone: list[tuple[int, int, bytes]] = []
+        for side in (0, 1):
+            for store_key, ts in self.expiry[side].pop_expired(now):
+                gone.append((ts, side, store_key))
+        ctx = self.ctx
+        for ts, side, store_key in sorted(gone):
+            store = self.stores[side]
+            self.by_key[side].get(store_key[:-16], {}).pop(store_key, None)
+            if self.keeps[side]:
+                raw = store.get(store_key)
+                if raw is not MISSING and not raw[0]:
+                    value = self.value_serdes[side].deserialize(raw[1:])
+                    key = self.key_of[side](store_key[:-16])
+                    saved, ctx.timestamp = ctx.timestamp, ts
+                    try:
+                        self.forward(key, self.joiner(value, None) if side == 0 else self.joiner(None, value))
+                    finally:
+                        ctx.timestamp = saved
+            store.expire([store_key])
+
+
+class StreamJoinSideProcessor(Processor):
+    """Hands one side's records to the join (its single child)."""
+
+    __slots__ = ("key_serialize", "side")
+
+    def __init__(self, node: StreamJoinSideNode) -> None:
+        super().__init__()
+        self.side = 0 if node.left else 1
+        self.key_serialize = node.key_serde.serialize
+
+    def process(self, key: Any, value: Any) -> None:
+        if key is None or value is None:  # Kafka Streams drops them from stream-stream joins
+            return
+        join = self.children[0]
+        assert isinstance(join, StreamJoinProcessor)
+        join.arrive(self.side, key, self.key_serialize(key), value)
+
+
 class _StoreView:
     """A declared store as a custom processor sees it: objects in, objects out."""
 
@@ -608,6 +778,10 @@ def build_tree(
                 proc = AggregateProcessor(node, store)
         elif isinstance(node, JoinNode):
             proc = JoinProcessor(node, tables[node.table.store.name])
+        elif isinstance(node, StreamJoinNode):
+            proc = StreamJoinProcessor(node, stores, ctx, on_late)
+        elif isinstance(node, StreamJoinSideNode):
+            proc = StreamJoinSideProcessor(node)
         elif isinstance(node, CustomNode):
             assert punctuations is not None, "a task with custom processors keeps their punctuators"
             proc = CustomProcessor(node, stores, ctx, punctuations, stream_time)

@@ -35,12 +35,20 @@ from baton.worker.topology.graph import (
     SinkNode,
     SourceNode,
     StoreSpec,
+    StreamJoinNode,
+    StreamJoinSideNode,
     SubTopology,
     TableNode,
     reachable,
 )
 from baton.worker.topology.serdes import BYTES, JSON, Serde
-from baton.worker.topology.windows import SessionWindowedSerde, SessionWindows, TimeWindows, WindowedSerde
+from baton.worker.topology.windows import (
+    JoinWindows,
+    SessionWindowedSerde,
+    SessionWindows,
+    TimeWindows,
+    WindowedSerde,
+)
 
 
 class TopologyError(ValueError):
@@ -127,6 +135,9 @@ class Topology:
                     raise TopologyError(f"topic {topic!r} is read by two streams; read it once and branch")
                 seen_topics.add(topic)
             stores = [n.store for n in nodes if isinstance(n, AggregateNode)]
+            stores += [
+                s for n in nodes if isinstance(n, StreamJoinNode) for s in (n.left_store, n.right_store)
+            ]
             for n in nodes:
                 if isinstance(n, CustomNode):
                     for spec in n.stores:
@@ -303,16 +314,85 @@ class Stream:
         return mapped.group_by_key(name=name)
 
     def join(
-        self, table: Table, joiner: Callable[[Any, Any], Any], *, value: Serde[Any] | None = None
+        self,
+        other: Table | Stream,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        windows: JoinWindows | None = None,
+        value: Serde[Any] | None = None,
+        name: str | None = None,
     ) -> Stream:
-        """Inner stream-table join: ``joiner(stream_value, table_value)`` for keys present in the table."""
-        return self._join(table, joiner, value, left=False)
+        """Inner join: ``joiner(value, other_value)``.
+
+        With a table: for keys present in the table. With a stream: for records of equal
+        keys at most ``windows`` apart in time (``within(...)``), Kafka Streams' KStream-KStream join.
+        """
+        if isinstance(other, Stream):
+            return self._join_stream(other, joiner, windows, value, "inner", name)
+        return self._join(other, joiner, value, left=False)
 
     def left_join(
-        self, table: Table, joiner: Callable[[Any, Any], Any], *, value: Serde[Any] | None = None
+        self,
+        other: Table | Stream,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        windows: JoinWindows | None = None,
+        value: Serde[Any] | None = None,
+        name: str | None = None,
     ) -> Stream:
-        """Like :meth:`join` but keeps every record; ``table_value`` is None when the key is absent."""
-        return self._join(table, joiner, value, left=True)
+        """Like :meth:`join` but keeps every record of this side; the other value is None without a match.
+
+        Against a stream, the unmatched record is emitted once its window has closed.
+        """
+        if isinstance(other, Stream):
+            return self._join_stream(other, joiner, windows, value, "left", name)
+        return self._join(other, joiner, value, left=True)
+
+    def outer_join(
+        self,
+        other: Stream,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        windows: JoinWindows,
+        value: Serde[Any] | None = None,
+        name: str | None = None,
+    ) -> Stream:
+        """Stream-stream join keeping unmatched records of both sides (``None`` for the missing one)."""
+        return self._join_stream(other, joiner, windows, value, "outer", name)
+
+    def _join_stream(  # noqa: PLR0917 - the join's parts
+        self,
+        other: Stream,
+        joiner: Callable[[Any, Any], Any],
+        windows: JoinWindows | None,
+        value: Serde[Any] | None,
+        how: str,
+        name: str | None,
+    ) -> Stream:
+        if windows is None:
+            raise TopologyError(
+                "a stream-stream join needs windows=within(...): how far apart records may be"
+            )
+        if self._key_changed or other._key_changed:
+            raise TopologyError("the key may have changed before this join: group or repartition first")
+        t = self._topology
+        base = name or t._name("join")
+        left_store = t._store(f"{base}-this", "join", self.key_serde, BYTES)
+        right_store = t._store(f"{base}-other", "join", other.key_serde, BYTES)
+        node = StreamJoinNode(
+            t._name("stream-join"),
+            joiner,
+            windows,
+            how,
+            left_store,
+            right_store,
+            (self.value_serde, other.value_serde),
+        )
+        for side, left in ((self, True), (other, False)):
+            entry = StreamJoinSideNode(t._name("join-side"), node, left, side.key_serde)
+            entry.children.append(node)
+            side._node.children.append(entry)
+        return Stream(t, node, self.key_serde, value or self.value_serde)
 
     def _join(
         self, table: Table, joiner: Callable[[Any, Any], Any], value: Serde[Any] | None, left: bool

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from baton.worker.topology.serdes import Serde
-from baton.worker.topology.windows import SessionWindows, TimeWindows
+from baton.worker.topology.windows import JoinWindows, SessionWindows, TimeWindows
 
 
 @dataclass(eq=False)
@@ -114,6 +114,31 @@ class JoinNode(Node):
     table: TableNode
     joiner: Callable[[Any, Any], Any]
     left: bool
+
+
+@dataclass(eq=False)
+class StreamJoinNode(Node):
+    """A windowed stream-stream join's output: ``joiner(left, right)`` for records within ``windows``.
+
+    ``how`` is inner, left or outer. Each side buffers its records in its own store until
+    they leave the window; the two ``StreamJoinSideNode`` feed it.
+    """
+
+    joiner: Callable[[Any, Any], Any]
+    windows: JoinWindows
+    how: str
+    left_store: StoreSpec
+    right_store: StoreSpec
+    value_serdes: tuple[Serde[Any], Serde[Any]]  # each side's values (the stores hold bytes)
+
+
+@dataclass(eq=False)
+class StreamJoinSideNode(Node):
+    """One input of a stream-stream join (its only child is the join)."""
+
+    join: StreamJoinNode
+    left: bool
+    key_serde: Serde[Any]
 
 
 @dataclass(eq=False)

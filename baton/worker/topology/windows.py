@@ -197,3 +197,33 @@ class SessionWindowedSerde(Serde[Windowed[K]]):
             raise SerdeError("session key shorter than its 16-byte end and start")
         end, start = _END_START.unpack(data[-_END_START.size :])
         return Windowed(self.inner.deserialize(data[: -_END_START.size]), start, end)
+
+
+@dataclass(frozen=True)
+class JoinWindows:
+    """How far apart in time two records of a stream-stream join may be (Kafka Streams' ``JoinWindows``).
+
+    A left record at ``t`` joins right records in ``[t - before_ms, t + after_ms]``. Records
+    wait in the join's stores until stream time passes their window plus the grace
+    period; a left (or outer) join emits a record that never found a partner only then,
+    once, with ``None`` for the other side, so no result is later contradicted.
+    """
+
+    before_ms: int
+    after_ms: int
+    grace_ms: int = DEFAULT_GRACE_MS
+
+    def __post_init__(self) -> None:
+        if self.before_ms < 0 or self.after_ms < 0 or self.grace_ms < 0:
+            raise ValueError("join window bounds and grace cannot be negative")
+
+
+def within(
+    difference: int | timedelta,
+    *,
+    after: int | timedelta | None = None,
+    grace: int | timedelta = DEFAULT_GRACE_MS,
+) -> JoinWindows:
+    """Records at most ``difference`` apart join (``after`` makes the window asymmetric)."""
+    before = _ms(difference)
+    return JoinWindows(before, before if after is None else _ms(after), _ms(grace))
