@@ -75,10 +75,15 @@ def analyse(raw: Path) -> dict[str, object]:
     stages: collections.Counter[str] = collections.Counter()
     leaves: collections.Counter[str] = collections.Counter()
     threads: collections.Counter[str] = collections.Counter()
-    main = 0
-    for line in raw.read_text().splitlines():
+    main = unparsed = 0
+    # "\n" only: str.splitlines() also breaks at \r, \x1c-\x1e and \u2028, which can occur in
+    # frame names py-spy prints, and a fragment's last word is then no count
+    for line in raw.read_text().split("\n"):
         stack_text, _, count_text = line.rpartition(" ")
         if not stack_text:
+            continue
+        if not count_text.isdigit():
+            unparsed += 1
             continue
         frames = stack_text.split(";")
         count = int(count_text)
@@ -93,6 +98,7 @@ def analyse(raw: Path) -> dict[str, object]:
         "stages": {k: round(100 * v / main, 1) for k, v in stages.most_common()},
         "top_leaves": {k: round(100 * v / main, 1) for k, v in leaves.most_common(20)},
         "other_threads_samples": dict(threads.most_common(5)),
+        "unparsed_lines": unparsed,
     }
 
 
