@@ -207,6 +207,16 @@ STREAM_TIME_KEY = b""  # a window key is never empty: it ends in 8 or 16 bytes o
 _TIME = struct.Struct(">q")
 
 
+def stored_stream_time(store: TaskStore) -> int:
+    """The stream time saved beside a store's windows (``NO_TIME`` before the first flush)."""
+    raw = store.get_meta(STREAM_TIME_KEY)
+    return NO_TIME if raw is None else int(_TIME.unpack(raw)[0])
+
+
+def save_stream_time(store: TaskStore, stream_time: int) -> None:
+    store.put_meta(STREAM_TIME_KEY, _TIME.pack(stream_time))
+
+
 class _WindowedAggregate(Processor):
     """What time and session windows share: stream time, closing, expiry, final results.
 
@@ -261,12 +271,11 @@ class _WindowedAggregate(Processor):
 
     def _save_time(self) -> None:
         if self.index is not None and self.stream_time != self.saved_time:
-            self.store.put_meta(STREAM_TIME_KEY, _TIME.pack(self.stream_time))
+            save_stream_time(self.store, self.stream_time)
             self.saved_time = self.stream_time
 
     def _load(self) -> WindowIndex:
-        raw = self.store.get_meta(STREAM_TIME_KEY)
-        self.stream_time = self.saved_time = self.advanced = NO_TIME if raw is None else _TIME.unpack(raw)[0]
+        self.stream_time = self.saved_time = self.advanced = stored_stream_time(self.store)
         index = WindowIndex()
         self._reset()
         for key_bytes, _ in self.store.persistent.items():
@@ -510,7 +519,7 @@ class StreamJoinProcessor(Processor):
 
     def _save_time(self) -> None:
         if self.expiry is not None and self.stream_time != self.saved_time:
-            self.stores[0].put_meta(STREAM_TIME_KEY, _TIME.pack(self.stream_time))
+            save_stream_time(self.stores[0], self.stream_time)
             self.saved_time = self.stream_time
 
     def _window_after(self, left: bool) -> int:
@@ -518,8 +527,7 @@ class StreamJoinProcessor(Processor):
         return (w.after_ms if left else w.before_ms) + w.grace_ms
 
     def _load(self) -> tuple[WindowIndex, WindowIndex]:
-        raw = self.stores[0].get_meta(STREAM_TIME_KEY)
-        self.stream_time = self.saved_time = self.advanced = NO_TIME if raw is None else _TIME.unpack(raw)[0]
+        self.stream_time = self.saved_time = self.advanced = stored_stream_time(self.stores[0])
         self.by_key = ({}, {})
         expiry = (WindowIndex(), WindowIndex())
         for side in (0, 1):
