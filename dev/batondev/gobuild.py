@@ -1,4 +1,4 @@
-"""Builds Kubernetes, etcd, helm and MinIO from the Go module proxy into the cache.
+"""Builds Kubernetes, etcd, helm, MinIO and actionlint from the Go module proxy into the cache.
 
 k8s.io/kubernetes cannot be ``go install``ed: its go.mod replaces every staging
 module (k8s.io/api, k8s.io/client-go, ...) with a local folder. A small wrapper
@@ -38,6 +38,10 @@ def helm_dir() -> Path:
 
 def minio_dir() -> Path:
     return paths.tool_dir("minio", versions.MINIO)
+
+
+def actionlint_dir() -> Path:
+    return paths.tool_dir("actionlint", versions.ACTIONLINT)
 
 
 def _go_env(workdir: Path) -> dict[str, str]:
@@ -154,6 +158,7 @@ def _go_install(name: str, package: str, version: str, dest: Path, ldflags: str 
     if (dest / "bin" / name).exists():
         return dest / "bin"
     need("go")
+    paths.CACHE.mkdir(parents=True, exist_ok=True)  # the build log goes there
     with tempfile.TemporaryDirectory(prefix=f"baton-{name}-") as tmpd:
         work = Path(tmpd)
         env = _go_env(work)
@@ -178,3 +183,9 @@ def build_helm() -> Path:
 def build_minio() -> Path:
     """MinIO, the S3-compatible server the snapshot store tests write to and restore from."""
     return _go_install("minio", "github.com/minio/minio", versions.MINIO, minio_dir())
+
+
+def build_actionlint() -> Path:
+    """actionlint, the linter of the GitHub Actions workflows in .github/workflows."""
+    package = "github.com/rhysd/actionlint/cmd/actionlint"
+    return _go_install("actionlint", package, versions.ACTIONLINT, actionlint_dir())

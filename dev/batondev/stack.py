@@ -1,4 +1,5 @@
-"""``dev/stack``: install and run Baton's local stack (Kafka, Kubernetes control plane, helm, Spark, MinIO).
+"""``dev/stack``: install and run Baton's local stack (Kafka, Kubernetes control plane, helm, Spark, MinIO),
+and install actionlint, the workflow linter the tests run.
 
 Every subcommand is idempotent: ``up`` twice is harmless, ``down`` leaves the caches.
 """
@@ -15,7 +16,7 @@ import click
 from . import gobuild, kafka, kube, objectstore, paths, ports, procs, spark
 from .requirements import MissingTool
 
-COMPONENTS = ("kafka", "kube", "helm", "spark", "s3")
+COMPONENTS = ("kafka", "kube", "helm", "spark", "s3", "actionlint")
 
 
 def up_components(components: tuple[str, ...] | list[str], *, fresh: bool = False) -> dict[str, float]:
@@ -40,6 +41,8 @@ def up_components(components: tuple[str, ...] | list[str], *, fresh: bool = Fals
         elif comp == "s3":
             objectstore.up(fresh=fresh)
             spark.s3a_install()
+        elif comp == "actionlint":
+            gobuild.build_actionlint()
         spent[comp] = time.monotonic() - started
     return spent
 
@@ -60,7 +63,8 @@ def env_lines() -> list[str]:
 def main() -> None:
     """Baton's local stack on 127.0.0.1: a Kafka broker (KRaft), etcd, kube-apiserver,
     kube-controller-manager, kube-scheduler, kubectl, helm, the Spark Kafka connector, a
-    standalone Spark cluster (a master, two workers) and MinIO (S3) with Hadoop's S3A jars."""
+    standalone Spark cluster (a master, two workers) and MinIO (S3) with Hadoop's S3A jars;
+    `actionlint` installs the workflow linter (nothing runs)."""
 
 
 @main.command()
