@@ -1,0 +1,105 @@
+"""The GitHub Actions workflows in .github/workflows: actionlint-clean and pinned actions.
+
+actionlint is built from the Go module proxy into ~/.cache/baton/actionlint-<version>/ by
+``dev/stack up actionlint`` (``make test`` runs ``dev/stack up``, which includes it). It runs
+shellcheck on ``run:`` scripts when shellcheck is on PATH.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from batondev import gobuild, versions
+from batondev.paths import REPO
+
+WORKFLOWS = REPO / ".github" / "workflows"
+
+pytestmark = pytest.mark.unit
+
+
+def actionlint() -> Path:
+    binary = gobuild.actionlint_dir() / "bin" / "actionlint"
+    if not binary.exists():
+        pytest.fail(
+            f"actionlint {versions.ACTIONLINT} is not installed at {binary}: run `dev/stack up actionlint` "
+            "once (it `go install`s github.com/rhysd/actionlint/cmd/actionlint; make test does this)",
+            pytrace=False,
+        )
+    return binary
+
+
+def run_actionlint(*files: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(actionlint()), "-no-color", *map(str, files)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def workflow_files() -> list[Path]:
+    return sorted(p for p in WORKFLOWS.iterdir() if p.suffix in {".yaml", ".yml"})
+
+
+def test_the_release_and_ci_workflows_exist() -> None:
+    assert {p.name for p in workflow_files()} >= {"release.yaml", "ci.yaml"}
+
+
+def test_actionlint_passes_with_no_findings() -> None:
+    out = run_actionlint(*workflow_files())
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout == "", out.stdout
+
+
+def test_actionlint_reports_a_broken_workflow(tmp_path: Path) -> None:
+    """The linter really reads the files it is given: an undefined step output is a finding."""
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: echo ${{ steps.nope.outputs.digest }}\n"
+    )
+    out = run_actionlint(broken)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "nope" in out.stdout
+
+
+def _uses_lines() -> list[tuple[str, str]]:
+    """(workflow, `uses:` line) for every step that uses an action."""
+    found = []
+    for path in workflow_files():
+        doc: dict[str, Any] = yaml.safe_load(path.read_text())
+        steps = [s for job in doc["jobs"].values() for s in job.get("steps", []) if "uses" in s]
+        lines = [line.strip() for line in path.read_text().splitlines() if "uses:" in line]
+        assert len(lines) == len(steps), f"{path.name}: one `uses:` per line expected"
+        found += [(path.name, line) for line in lines]
+    return found
+
+
+def test_actions_are_pinned_by_commit_with_the_version_as_a_comment() -> None:
+    uses = _uses_lines()
+    assert uses
+    for workflow, line in uses:
+        assert re.fullmatch(r"(- )?uses: [\w.-]+/[\w.-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+", line), (
+            f"{workflow}: {line!r} must pin a full commit SHA and name its version in a comment"
+        )
+
+
+def test_one_action_one_pin() -> None:
+    """The same action is pinned to the same commit everywhere, so a bump cannot miss one."""
+    pins: dict[str, set[str]] = {}
+    for _, line in _uses_lines():
+        action, _, ref = line.split("uses: ", 1)[1].partition("@")
+        pins.setdefault(action, set()).add(ref)
+    assert {a: r for a, r in pins.items() if len(r) > 1} == {}
+
+
+def test_ci_runs_the_ci_script_within_ci_time() -> None:
+    (job,) = yaml.safe_load((WORKFLOWS / "ci.yaml").read_text())["jobs"].values()
+    assert job["timeout-minutes"] <= 90
+    assert [s["run"] for s in job["steps"] if "run" in s] == ["bash .ci/run"]
