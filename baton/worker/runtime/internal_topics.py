@@ -22,6 +22,7 @@ from baton.worker.topology.graph import (
     SinkNode,
     StreamJoinNode,
     SubTopology,
+    TableJoinNode,
     reachable,
 )
 
@@ -60,20 +61,41 @@ def partition_counts(admin: AdminClient, topics: list[str], timeout: float = 30.
 def planned_topics(
     topology: BuiltTopology, application_id: str, source_partitions: dict[str, int], replication_factor: int
 ) -> list[NewTopic]:
-    """The internal topics a topology needs (pure, apart from the partition counts it is given)."""
-    counts: dict[int, int] = {}
+    """The internal topics a topology needs (pure, apart from the partition counts it is given).
+
+    A repartition topic is as wide as the sub-topology that writes it, except the
+    foreign-key join's (``consumer_sized``): they are as wide as the external topics of the
+    sub-topology that reads them, the table they must be co-partitioned with. Those two
+    topics go both ways between two sub-topologies, so widths are settled in rounds.
+    """
     out: list[NewTopic] = []
-    repartition_width: dict[str, int] = {}
-    for sub in topology.subtopologies:  # sub-topologies are ordered: producers of a repartition come first
-        widths = [source_partitions[t] for s in sub.sources if not s.internal for t in s.topics]
-        widths += [repartition_width[t] for s in sub.sources if s.internal for t in s.topics]
-        counts[sub.index] = max(widths)
-        for node in _sinks_internal(sub):
-            repartition_width[node] = counts[sub.index]
+    subs = topology.subtopologies
+    readers = {t: sub for sub in subs for s in sub.sources if s.internal for t in s.topics}
+
+    def external(sub: SubTopology) -> list[int]:
+        return [source_partitions[t] for s in sub.sources if not s.internal for t in s.topics]
+
+    width = {
+        t: max(external(readers[t])) for t in topology.consumer_sized if t in readers and external(readers[t])
+    }
+    counts: dict[int, int] = {}
+    while len(counts) < len(subs):
+        before = len(counts)
+        for sub in subs:  # usually one round: writers of a repartition topic come first
+            internal = [t for s in sub.sources if s.internal for t in s.topics]
+            if sub.index in counts or any(t not in width for t in internal):
+                continue
+            counts[sub.index] = max(external(sub) + [width[t] for t in internal])
+            for topic in _sinks_internal(sub):
+                width.setdefault(topic, counts[sub.index])
+        if len(counts) == before:
+            raise ValueError("repartition topics read in a cycle with no external topic to size them")
+    for sub in subs:
+        for topic in _sinks_internal(sub):
             out.append(
                 NewTopic(
-                    internal_topic(application_id, node),
-                    num_partitions=counts[sub.index],
+                    internal_topic(application_id, topic),
+                    num_partitions=width[topic],
                     replication_factor=replication_factor,
                     config=REPARTITION_CONFIG,
                 )
@@ -166,7 +188,7 @@ def copartitioning_problem(topology: BuiltTopology, partitions: Mapping[str, int
     """
     for sub in topology.subtopologies:
         nodes = reachable(list(sub.sources))
-        if not any(isinstance(n, JoinNode | StreamJoinNode) for n in nodes):
+        if not any(isinstance(n, JoinNode | StreamJoinNode | TableJoinNode) for n in nodes):
             continue
         topics = [t for src in sub.sources if not src.internal for t in src.topics]
         topics += [t.store.source_topic for t in sub.tables if t.store.source_topic]

@@ -14,7 +14,7 @@ a large part of the framework's per-record cost.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -33,23 +33,15 @@ from baton.worker.topology.custom import PunctuationType
 from baton.worker.topology.graph import (
     AggregateNode,
     CustomNode,
-    FilterNode,
-    FlatMapNode,
     JoinNode,
-    MapNode,
-    MapValuesNode,
-    Node,
-    PeekNode,
-    SinkNode,
-    SourceNode,
     StreamJoinNode,
     StreamJoinSideNode,
 )
 from baton.worker.topology.serdes import Serde
-from baton.worker.topology.windows import SessionWindowedSerde, SessionWindows, TimeWindows, Windowed
+from baton.worker.topology.windows import SessionWindows, TimeWindows, Windowed
 
 
-def _drop(_key: Any, _value: Any) -> None:
+def drop(_key: Any, _value: Any) -> None:
     """``forward`` of a processor without children (a terminal node): nothing downstream."""
 
 
@@ -58,7 +50,7 @@ class Processor:
 
     def __init__(self) -> None:
         self.children: list[Processor] = []
-        self.forward: Callable[[Any, Any], None] = _drop
+        self.forward: Callable[[Any, Any], None] = drop
 
     def connect(self, children: list[Processor]) -> None:
         """Set the children and bind ``forward`` to them."""
@@ -68,7 +60,7 @@ class Processor:
         elif children:
             self.forward = self._fan_out
         else:
-            self.forward = _drop
+            self.forward = drop
 
     def process(self, key: Any, value: Any) -> None:
         self.forward(key, value)
@@ -264,7 +256,7 @@ class _WindowedAggregate(Processor):
     def connect(self, children: list[Processor]) -> None:
         super().connect(children)
         # under suppress nothing but a closed window's final value goes downstream
-        self.store.forward = _drop if self.final else self.forward
+        self.store.forward = drop if self.final else self.forward
 
     def _forget(self) -> None:
         self.index = None
@@ -440,25 +432,23 @@ class SessionAggregateProcessor(_WindowedAggregate):
 
 
 class JoinProcessor(Processor):
-    """Looks the record's key up in a table store and forwards ``joiner(value, table_value)``."""
+    """Looks the record's key up in a table and forwards ``joiner(value, table_value)``."""
 
-    __slots__ = ("get", "joiner", "key_serialize", "left", "table_deserialize")
+    __slots__ = ("get", "joiner", "left")
 
-    def __init__(self, node: JoinNode, lookup: Callable[[bytes], bytes | None]) -> None:
+    def __init__(self, node: JoinNode, lookup: Callable[[Any], Any]) -> None:
         super().__init__()
-        self.get = lookup
+        self.get = lookup  # key -> the table's value, None if absent
         self.joiner = node.joiner
         self.left = node.left
-        self.key_serialize = node.table.store.key_serde.serialize
-        self.table_deserialize = node.table.store.value_serde.deserialize
 
     def process(self, key: Any, value: Any) -> None:
-        raw = None if key is None else self.get(self.key_serialize(key))
-        if raw is None:
+        other = None if key is None else self.get(key)
+        if other is None:
             if self.left:
                 self.forward(key, self.joiner(value, None))
             return
-        self.forward(key, self.joiner(value, self.table_deserialize(raw)))
+        self.forward(key, self.joiner(value, other))
 
 
 _BUFFERED = struct.Struct(">qq")  # a buffered join record's store key ends in (timestamp, offset)
@@ -730,73 +720,3 @@ class CustomProcessor(Processor):
 
     def process(self, key: Any, value: Any) -> None:
         self.user.process(key, value)
-
-
-def build_tree(
-    source: SourceNode,
-    *,
-    ctx: RecordContext,
-    send: Send,
-    gate: SinkGate,
-    stores: dict[str, TaskStore],
-    tables: Mapping[str, Callable[[bytes], bytes | None]],
-    topic_name: Callable[[str, bool], str],
-    memo: dict[int, Processor],
-    on_late: Callable[[], None] = lambda: None,
-    punctuations: Punctuations | None = None,
-    stream_time: Callable[[], int] = lambda: NO_TIME,
-) -> Processor:
-    """Instantiate the processors below ``source`` for one task (``memo`` shares nodes between sources)."""
-
-    def make(node: Node) -> Processor:
-        if id(node) in memo:
-            return memo[id(node)]
-        proc: Processor
-        if isinstance(node, SourceNode):
-            proc = Processor()
-        elif isinstance(node, FilterNode):
-            proc = FilterProcessor(node.predicate)
-        elif isinstance(node, MapNode):
-            proc = MapProcessor(node.fn)
-        elif isinstance(node, MapValuesNode):
-            proc = MapValuesProcessor(node.fn)
-        elif isinstance(node, FlatMapNode):
-            proc = FlatMapProcessor(node.fn)
-        elif isinstance(node, PeekNode):
-            proc = PeekProcessor(node.fn)
-        elif isinstance(node, SinkNode):
-            proc = SinkProcessor(
-                topic=topic_name(node.topic, node.internal),
-                key_serde=node.key_serde,
-                value_serde=node.value_serde,
-                send=send,
-                ctx=ctx,
-                gate=gate,
-                internal=node.internal,
-            )
-        elif isinstance(node, AggregateNode):
-            store = stores[node.store.name]
-            if isinstance(node.windows, TimeWindows):
-                proc = TimeWindowAggregateProcessor(node, store, ctx, on_late)
-            elif isinstance(node.windows, SessionWindows):
-                key_serde = node.store.key_serde
-                assert isinstance(key_serde, SessionWindowedSerde)
-                proc = SessionAggregateProcessor(node, store, ctx, on_late, key_serde.inner)
-            else:
-                proc = AggregateProcessor(node, store)
-        elif isinstance(node, JoinNode):
-            proc = JoinProcessor(node, tables[node.table.store.name])
-        elif isinstance(node, StreamJoinNode):
-            proc = StreamJoinProcessor(node, stores, ctx, on_late)
-        elif isinstance(node, StreamJoinSideNode):
-            proc = StreamJoinSideProcessor(node)
-        elif isinstance(node, CustomNode):
-            assert punctuations is not None, "a task with custom processors keeps their punctuators"
-            proc = CustomProcessor(node, stores, ctx, punctuations, stream_time)
-        else:  # pragma: no cover - the DSL makes no other nodes
-            raise TypeError(f"no processor for {type(node).__name__}")
-        memo[id(node)] = proc
-        proc.connect([make(child) for child in node.children])
-        return proc
-
-    return make(source)

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from baton.worker.naming import TaskId, changelog_topic, internal_topic
-from baton.worker.runtime.processors import CustomProcessor, Processor, build_tree
+from baton.worker.runtime.processors import CustomProcessor, Processor
 from baton.worker.runtime.producer import OutputRecordRefused
 from baton.worker.runtime.punctuation import NO_TIME, Punctuations
+from baton.worker.runtime.tree import build_tree
 from baton.worker.state.stores import KeyValueStore
 from baton.worker.state.task_store import CacheBudget, TaskStore
 from baton.worker.topology.context import ORIGIN_HEADER, RecordContext, Send, SinkGate, decode_origin

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from baton.worker.state.stores import KeyValueStore
+from baton.worker.topology.changes import Change
 from baton.worker.topology.context import RecordContext, Send
 from baton.worker.topology.graph import StoreSpec
 
@@ -97,6 +98,9 @@ class TaskStore:
         self._dirty_bytes = 0  # this store's share of the budget
         self._pending: dict[bytes, bytes | None] = {}
         self.forward: Callable[[Any, Any], None] = lambda _k, _v: None
+        # forward ``Change(new, old)`` instead of the new value: a table operation consumes
+        # this store's updates (old is the value before, as of the last flush or commit)
+        self.forward_changes = False
         # called at the start of every flush: an aggregation saves its stream time there
         self.before_flush: Callable[[], None] | None = None
         # called when uncommitted updates are dropped: an aggregation forgets what it derived from them
@@ -141,10 +145,16 @@ class TaskStore:
             self._log_and_forward(key_bytes, key, value)
 
     def _log_and_forward(self, key_bytes: bytes, key: Any, value: Any) -> None:
+        change = Change(value, self._logged(key_bytes)) if self.forward_changes else None
         raw = None if value is None else self._serialize(value)
         self._pending[key_bytes] = raw
         self._send(self.changelog_topic, key_bytes, raw, self.partition, self._ctx.timestamp, None)
-        self.forward(key, value)
+        self.forward(key, value if change is None else change)
+
+    def _logged(self, key_bytes: bytes) -> Any:
+        """The value last logged for a key (pending or persisted), None if absent: a change's old value."""
+        raw = self._pending[key_bytes] if key_bytes in self._pending else self.persistent.get(key_bytes)
+        return None if raw is None else self._deserialize(raw)
 
     def get_meta(self, key: bytes) -> bytes | None:
         """A raw entry the store's owner keeps beside its data (a windowed store's stream time)."""
@@ -191,6 +201,7 @@ class TaskStore:
         self._release()
         serialize, pending, send, forward = self._serialize, self._pending, self._send, self.forward
         topic, partition = self.changelog_topic, self.partition
+        olds = {k: self._logged(k) for k in dirty} if self.forward_changes else None
         try:
             for key_bytes, entry in dirty.items():
                 (
@@ -209,7 +220,7 @@ class TaskStore:
                 pending[key_bytes] = raw
                 try:
                     send(topic, key_bytes, raw, partition, ctx.timestamp, None)
-                    forward(key, value)
+                    forward(key, value if olds is None else Change(value, olds[key_bytes]))
                 except Exception as exc:
                     self.on_flush_error(exc)
         finally:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from baton.worker.topology.changes import AdjustSerde
 from baton.worker.topology.custom import Processor
 from baton.worker.topology.graph import (
     AggregateNode,
@@ -27,6 +28,10 @@ from baton.worker.topology.graph import (
     CustomNode,
     FilterNode,
     FlatMapNode,
+    ForeignKeyIndexNode,
+    ForeignKeyIndexSideNode,
+    ForeignKeyResultNode,
+    ForeignKeySubscribeNode,
     JoinNode,
     MapNode,
     MapValuesNode,
@@ -38,7 +43,15 @@ from baton.worker.topology.graph import (
     StreamJoinNode,
     StreamJoinSideNode,
     SubTopology,
+    TableFilterNode,
+    TableGroupByNode,
+    TableJoinNode,
+    TableJoinSideNode,
+    TableMapValuesNode,
     TableNode,
+    ToStreamNode,
+    emits_changes,
+    looked_up,
     reachable,
 )
 from baton.worker.topology.serdes import BYTES, JSON, Serde
@@ -64,6 +77,8 @@ class Topology:
         self._repartitions: list[str] = []
         self._store_names: set[str] = set()
         self._declared_stores: dict[str, StoreSpec] = {}
+        self._table_of: dict[int, TableNode] = {}  # a table's source -> the table
+        self._consumer_sized: list[str] = []
         self._counter = 0
 
     # -- entry points -------------------------------------------------------------------
@@ -95,12 +110,19 @@ class Topology:
     ) -> Table:
         """Read ``topic`` as a table (latest value per key; a null value deletes the key).
 
-        The topic itself serves as the store's changelog, so no extra topic is created.
-        It must be co-partitioned with the streams joined against it.
+        Only looked up by stream-table joins, the topic itself serves as the store's
+        changelog (no extra topic) and is followed in the background. Used by table
+        operations (``filter``, ``map_values``, ``group_by``, ``to_stream``) or table-table
+        joins, its records are processed by the task like a stream's, and its store gets a
+        changelog of its own. It must be co-partitioned with what it is joined with.
         """
         spec = self._store(store, "table", key, value, source_topic=topic)
-        node = TableNode(self._name("table"), spec)
+        node = TableNode(self._name("table"), spec, topic)
         self._tables.append(node)
+        source = SourceNode(self._name("source"), [topic], key, value)
+        source.children.append(node)
+        self._sources.append(source)  # only runs if the table turns out to be processed
+        self._table_of[id(source)] = node
         return Table(self, node, key, value)
 
     def store(self, name: str, *, key: Serde[Any] = BYTES, value: Serde[Any] = JSON) -> str:
@@ -116,11 +138,16 @@ class Topology:
     # -- build ------------------------------------------------------------------------------
     def build(self) -> BuiltTopology:
         """Validate the graph and split it into sub-topologies (one per connected part)."""
-        if not self._sources:
+        for table in self._tables:  # a table with consumers of its updates is processed
+            table.processed = bool(table.children)
+            table.store.source_topic = None if table.processed else table.topic
+        active = [s for s in self._sources if id(s) not in self._table_of or self._table_of[id(s)].processed]
+        if not active:
             raise TopologyError("the topology reads no topic: call stream() first")
         groups: list[tuple[list[SourceNode], set[int]]] = []
-        for source in self._sources:  # sources that reach a common node share a sub-topology
-            sources, ids = [source], {id(n) for n in reachable([source])}
+        for source in active:  # sources that reach a common node, or look up its store, share a sub-topology
+            nodes = reachable([source])
+            sources, ids = [source], {id(n) for n in nodes} | {id(t) for n in nodes for t in looked_up(n)}
             for group in [g for g in groups if g[1] & ids]:
                 groups.remove(group)
                 sources, ids = [*group[0], *sources], ids | group[1]
@@ -134,7 +161,12 @@ class Topology:
                 if topic in seen_topics:
                     raise TopologyError(f"topic {topic!r} is read by two streams; read it once and branch")
                 seen_topics.add(topic)
-            stores = [n.store for n in nodes if isinstance(n, AggregateNode)]
+            stores = [
+                n.store
+                for n in nodes
+                if isinstance(n, AggregateNode | ForeignKeyResultNode | ForeignKeyIndexNode)
+                or (isinstance(n, TableNode) and n.processed)
+            ]
             stores += [
                 s for n in nodes if isinstance(n, StreamJoinNode) for s in (n.left_store, n.right_store)
             ]
@@ -151,7 +183,7 @@ class Topology:
                             stores.append(spec)
             tables = []
             for n in nodes:
-                if isinstance(n, JoinNode):
+                if isinstance(n, JoinNode) and isinstance(n.table, TableNode) and not n.table.processed:
                     if id(n.table) in owner and owner[id(n.table)] != index:
                         raise TopologyError(f"table {n.table.store.name!r} is joined from two sub-topologies")
                     if id(n.table) not in owner:
@@ -163,9 +195,11 @@ class Topology:
             if id(spec) not in owner:
                 raise TopologyError(f"store {name!r} is declared but no processor uses it")
         for table in self._tables:
-            if id(table) not in owner:
-                raise TopologyError(f"table {table.store.name!r} is never joined; tables are join inputs")
-        return BuiltTopology(subs, list(self._repartitions))
+            if id(table) not in owner and not table.processed:
+                raise TopologyError(
+                    f"table {table.store.name!r} is never used: join it, or call one of its operations"
+                )
+        return BuiltTopology(subs, list(self._repartitions), list(self._consumer_sized))
 
     # -- helpers used by Stream and friends -------------------------------------------------
     def _name(self, kind: str) -> str:
@@ -187,12 +221,21 @@ class Topology:
         return StoreSpec(store_name, key, value, source_topic)
 
     def _repartition(
-        self, upstream: Node, key: Serde[Any], value: Serde[Any], name: str | None
+        self,
+        upstream: Node,
+        key: Serde[Any],
+        value: Serde[Any],
+        name: str | None,
+        consumer_sized: bool = False,
     ) -> SourceNode:
+        """An internal topic from ``upstream`` to a new source; sized like its writer, or its
+        reader (``consumer_sized``: the foreign-key join's topics, co-partitioned with a table)."""
         suffix = f"{name or self._name('repartition')}-repartition"
         sink = SinkNode(self._name("sink"), suffix, key, value, internal=True)
         upstream.children.append(sink)
         self._repartitions.append(suffix)
+        if consumer_sized:
+            self._consumer_sized.append(suffix)
         source = SourceNode(self._name("source"), [suffix], key, value, internal=True)
         self._sources.append(source)
         return source
@@ -397,11 +440,11 @@ class Stream:
     def _join(
         self, table: Table, joiner: Callable[[Any, Any], Any], value: Serde[Any] | None, left: bool
     ) -> Stream:
-        if not isinstance(table._node, TableNode):
-            raise TopologyError("join() takes a table made by Topology.table(topic)")
+        if not isinstance(table, Table):
+            raise TopologyError("join() takes a table (Topology.table(topic), or a table operation's result)")
         if self._key_changed:
             raise TopologyError("the key may have changed before this join: group or repartition first")
-        node = JoinNode(self._topology._name("join"), table._node, joiner, left)
+        node = JoinNode(self._topology._name("join"), table._updates("join"), joiner, left)
         return self._then(node, value=value)
 
 
@@ -508,8 +551,9 @@ class Table:
 
     @property
     def store_name(self) -> str:
-        assert isinstance(self._node, AggregateNode | TableNode)
-        return self._node.store.name
+        node = self._node
+        assert isinstance(node, AggregateNode | TableNode | ForeignKeyResultNode)
+        return node.store.name
 
     def suppress(self, until: Suppressed) -> Table:
         """Emit only final results: each window's last value once, when the window closes.
@@ -530,7 +574,222 @@ class Table:
         return Table(self._topology, node, self.key_serde, self.value_serde)
 
     def to_stream(self) -> Stream:
-        """The table's updates as a stream (one record per update, or per commit with the cache)."""
-        if isinstance(self._node, TableNode):
-            raise TopologyError("a table read from a topic is a join input; use stream(topic) to read it")
-        return Stream(self._topology, self._node, self.key_serde, self.value_serde)
+        """The table's updates as a stream: ``(key, new value)``, None when the row was deleted.
+
+        An aggregation's table sends one update per commit per key with the write cache (one
+        per input record without); other tables send one per change.
+        """
+        node = self._node
+        if isinstance(node, AggregateNode):
+            return Stream(self._topology, node, self.key_serde, self.value_serde)
+        out = ToStreamNode(self._topology._name("to-stream"))
+        node.children.append(out)
+        return Stream(self._topology, out, self.key_serde, self.value_serde)
+
+    # -- table operations: each result is a table too ----------------------------------------
+    def _updates(self, what: str) -> Node:
+        """This table's node, if its updates can be consumed (``what`` names the operation)."""
+        node = self._node
+        if isinstance(node, AggregateNode) and node.final:
+            raise TopologyError(f"{what}() after suppress(): use to_stream() on the final results")
+        if isinstance(node, AggregateNode) and node.windows is not None:
+            raise TopologyError(f"{what}() of a windowed table is not supported: call to_stream() first")
+        assert isinstance(node, AggregateNode) or emits_changes(node)
+        return node
+
+    def filter(self, predicate: Callable[[Any, Any], bool]) -> Table:
+        """Rows for which ``predicate(key, value)`` holds; a row that stops matching is deleted downstream."""
+        parent = self._updates("filter")
+        node = TableFilterNode(self._topology._name("table-filter"), parent, predicate)
+        parent.children.append(node)
+        return Table(self._topology, node, self.key_serde, self.value_serde)
+
+    def filter_not(self, predicate: Callable[[Any, Any], bool]) -> Table:
+        return self.filter(lambda k, v: not predicate(k, v))
+
+    def map_values(self, fn: Callable[[Any], Any], *, value: Serde[Any] | None = None) -> Table:
+        """A table of ``fn(value)`` per key (the key stays, so nothing is repartitioned)."""
+        parent = self._updates("map_values")
+        node = TableMapValuesNode(self._topology._name("table-map-values"), parent, fn)
+        parent.children.append(node)
+        return Table(self._topology, node, self.key_serde, value or self.value_serde)
+
+    def group_by(
+        self,
+        selector: Callable[[Any, Any], tuple[Any, Any]],
+        *,
+        key: Serde[Any] | None = None,
+        value: Serde[Any] | None = None,
+        name: str | None = None,
+    ) -> GroupedTable:
+        """Re-key rows for an aggregation: ``selector(key, value) -> (group, value)``.
+
+        Through a repartition topic. When a row changes, its old value leaves its old group
+        and the new one joins its new group (one record if the group stays), so
+        ``aggregate`` needs both an adder and a subtractor, as Kafka Streams' ``KGroupedTable``.
+        """
+        parent = self._updates("group_by")
+        t = self._topology
+        node = TableGroupByNode(t._name("table-group-by"), selector)
+        parent.children.append(node)
+        k, v = key or self.key_serde, value or self.value_serde
+        source = t._repartition(node, k, AdjustSerde(v), name)
+        return GroupedTable(t, source, k, v)
+
+    def join(
+        self,
+        other: Table,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        foreign_key: Callable[[Any], Any] | None = None,
+        value: Serde[Any] | None = None,
+        name: str | None = None,
+    ) -> Table:
+        """Inner table-table join: ``joiner(value, other_value)`` for keys present in both.
+
+        With ``foreign_key=fn``, a foreign-key join: each row of this table meets the row
+        of ``other`` whose key is ``fn(value)`` (Kafka Streams' KIP-213); the result is keyed
+        like this table, and follows updates of both sides. Without it, both tables must be
+        keyed alike and co-partitioned.
+        """
+        return self._join(other, joiner, "inner", foreign_key, value, name)
+
+    def left_join(
+        self,
+        other: Table,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        foreign_key: Callable[[Any], Any] | None = None,
+        value: Serde[Any] | None = None,
+        name: str | None = None,
+    ) -> Table:
+        """Like :meth:`join`, keeping every row of this table (``other_value`` None without a match)."""
+        return self._join(other, joiner, "left", foreign_key, value, name)
+
+    def outer_join(
+        self,
+        other: Table,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        value: Serde[Any] | None = None,
+        name: str | None = None,
+    ) -> Table:
+        """Rows present in either table: ``joiner(value, other_value)`` with None for the missing side."""
+        return self._join(other, joiner, "outer", None, value, name)
+
+    def _join(  # noqa: PLR0917 - the join's parts
+        self,
+        other: Table,
+        joiner: Callable[[Any, Any], Any],
+        how: str,
+        foreign_key: Callable[[Any], Any] | None,
+        value: Serde[Any] | None,
+        name: str | None,
+    ) -> Table:
+        if not isinstance(other, Table):
+            raise TopologyError("a table joins another table (a stream joins a table with stream.join)")
+        left, right = self._updates("join"), other._updates("join")
+        t = self._topology
+        out_serde = value or self.value_serde
+        if foreign_key is not None:
+            return self._join_foreign(other, joiner, foreign_key, how, out_serde, name)
+        node = TableJoinNode(t._name("table-join"), joiner, how, left, right)
+        for parent, is_left in ((left, True), (right, False)):
+            side = TableJoinSideNode(t._name("table-join-side"), node, is_left)
+            side.children.append(node)
+            parent.children.append(side)
+        return Table(t, node, self.key_serde, out_serde)
+
+    def _join_foreign(  # noqa: PLR0917 - the join's parts
+        self,
+        other: Table,
+        joiner: Callable[[Any, Any], Any],
+        foreign_key: Callable[[Any], Any],
+        how: str,
+        value: Serde[Any],
+        name: str | None,
+    ) -> Table:
+        t = self._topology
+        base = name or t._name("fk-join")
+        result = ForeignKeyResultNode(
+            t._name("fk-result"),
+            t._store(f"{base}-result", "fk", self.key_serde, value),
+            self._node,
+            joiner,
+            how,
+            self.key_serde,
+            self.value_serde,
+            other.value_serde,
+        )
+        subscribe = ForeignKeySubscribeNode(t._name("fk-subscribe"), foreign_key, result)
+        self._node.children.append(subscribe)
+        # subscriptions go to the right table's partition of the foreign key, responses back to the left key's
+        registrations = t._repartition(subscribe, other.key_serde, BYTES, f"{base}-subscription", True)
+        index = ForeignKeyIndexNode(
+            t._name("fk-index"),
+            t._store(f"{base}-subscriptions", "fk", other.key_serde, JSON),
+            other._node,
+            other.key_serde,
+            other.value_serde,
+        )
+        for parent, registration in ((registrations, True), (other._node, False)):
+            side = ForeignKeyIndexSideNode(t._name("fk-index-side"), index, registration)
+            side.children.append(index)
+            parent.children.append(side)
+        responses = t._repartition(index, BYTES, BYTES, f"{base}-response", True)
+        responses.children.append(result)
+        return Table(t, result, self.key_serde, value)
+
+
+class GroupedTable:
+    """A table's rows re-keyed by ``Table.group_by``, ready to aggregate (``KGroupedTable``)."""
+
+    def __init__(self, topology: Topology, node: Node, key: Serde[Any], value: Serde[Any]) -> None:
+        self._topology = topology
+        self._node = node
+        self.key_serde = key
+        self.value_serde = value
+
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        adder: Callable[[Any, Any, Any], Any],
+        subtractor: Callable[[Any, Any, Any], Any],
+        *,
+        store: str | None = None,
+        value: Serde[Any] = JSON,
+    ) -> Table:
+        """Per group: ``adder(key, value, current)`` when a row joins, ``subtractor(key, value, current)`` when it leaves."""
+        spec = self._topology._store(store, "aggregate", self.key_serde, value)
+        node = AggregateNode(
+            self._topology._name("table-aggregate"), spec, initializer, adder, subtractor=subtractor
+        )
+        self._node.children.append(node)
+        return Table(self._topology, node, self.key_serde, value)
+
+    def count(self, *, store: str | None = None) -> Table:
+        """Rows per group."""
+        return self.aggregate(lambda: 0, lambda _k, _v, n: n + 1, lambda _k, _v, n: n - 1, store=store)
+
+    def reduce(
+        self,
+        adder: Callable[[Any, Any], Any],
+        subtractor: Callable[[Any, Any], Any],
+        *,
+        store: str | None = None,
+        value: Serde[Any] | None = None,
+    ) -> Table:
+        """``adder(current, value)`` when a row joins, ``subtractor(current, value)`` when it leaves;
+        a group's first row starts it (as in Kafka Streams, a group all rows left keeps what
+        the subtractor made of it)."""
+        return self.aggregate(
+            _Empty,
+            lambda _k, v, cur: v if isinstance(cur, _Empty) else adder(cur, v),
+            lambda _k, v, cur: None if isinstance(cur, _Empty) else subtractor(cur, v),
+            store=store,
+            value=value or self.value_serde,
+        )
+
+
+class _Empty:
+    """A reduction with no row yet (never stored: the first row replaces it)."""

@@ -98,20 +98,162 @@ class AggregateNode(Node):
     windows: TimeWindows | SessionWindows | None = None
     merger: Callable[[Any, Any, Any], Any] | None = None
     final: bool = False
+    # a grouped table's aggregation: records are ``Adjust(old, new)``, ``old`` is taken out
+    # with ``subtractor(key, old, current)`` before ``new`` goes in with ``aggregator``
+    subtractor: Callable[[Any, Any, Any], Any] | None = None
 
 
 @dataclass(eq=False)
 class TableNode(Node):
-    """A table materialized from a topic, used as the lookup side of stream-table joins."""
+    """A table read from ``topic``.
+
+    Only looked up by stream-table joins, it is *tailed*: the topic is the store's
+    changelog, followed in the background (``store.source_topic``). With consumers of its
+    updates (table operations, table-table and foreign-key joins) ``build()`` makes it
+    *processed*: the topic becomes a source of the task, each record updates the store
+    (which then has a changelog of its own, as Kafka Streams' default) and goes on as a
+    ``Change(new, old)``.
+    """
 
     store: StoreSpec
+    topic: str = ""
+    processed: bool = False
+
+
+@dataclass(eq=False)
+class TableFilterNode(Node):
+    """``Table.filter``: a derived table; rows failing ``predicate`` read as absent."""
+
+    parent: Node
+    predicate: Callable[[Any, Any], bool]
+
+
+@dataclass(eq=False)
+class TableMapValuesNode(Node):
+    """``Table.map_values``: a derived table of ``fn(value)``."""
+
+    parent: Node
+    fn: Callable[[Any], Any]
+
+
+@dataclass(eq=False)
+class ToStreamNode(Node):
+    """A table's updates as a stream: ``Change(new, old)`` becomes ``new`` (None: a deletion)."""
+
+
+@dataclass(eq=False)
+class TableGroupByNode(Node):
+    """``Table.group_by``: ``selector(key, value) -> (group, value)``; sends ``Adjust`` records."""
+
+    selector: Callable[[Any, Any], tuple[Any, Any]]
+
+
+@dataclass(eq=False)
+class TableJoinNode(Node):
+    """A table-table join on the primary key (``how``: inner, left, outer); its result is a table."""
+
+    joiner: Callable[[Any, Any], Any]
+    how: str
+    left: Node
+    right: Node
+
+
+@dataclass(eq=False)
+class TableJoinSideNode(Node):
+    """One input of a table-table join (its only child is the join)."""
+
+    join: TableJoinNode
+    left: bool
+
+
+@dataclass(eq=False)
+class ForeignKeyResultNode(Node):
+    """The result of a foreign-key join, kept in ``store``, on the left table's side.
+
+    It receives the right side's responses (``response`` topic) and keeps those that still
+    match the left row they were asked for (by a hash of its value).
+    """
+
+    store: StoreSpec
+    left: Node
+    joiner: Callable[[Any, Any], Any]
+    how: str
+    left_key: Serde[Any]
+    left_value: Serde[Any]
+    right_value: Serde[Any]
+
+
+@dataclass(eq=False)
+class ForeignKeySubscribeNode(Node):
+    """Left side: each left row (un)subscribes to the right row its foreign key names."""
+
+    foreign_key: Callable[[Any], Any]
+    result: ForeignKeyResultNode
+
+
+@dataclass(eq=False)
+class ForeignKeyIndexNode(Node):
+    """Right side: who subscribed to each right key (``store``); answers with right values.
+
+    Fed by the subscription topic and by the right table's updates (two side nodes).
+    """
+
+    store: StoreSpec
+    right: Node
+    right_key: Serde[Any]
+    right_value: Serde[Any]
+
+
+@dataclass(eq=False)
+class ForeignKeyIndexSideNode(Node):
+    """An input of ``ForeignKeyIndexNode``: a subscription record or a right table update."""
+
+    index: ForeignKeyIndexNode
+    registration: bool
+
+
+def looked_up(node: Node) -> list[Node]:
+    """The table nodes whose stores ``node`` reads: they must run in the same task."""
+    if isinstance(node, JoinNode):
+        return [node.table]
+    if isinstance(node, TableJoinNode):
+        return [node.left, node.right]
+    if isinstance(node, ForeignKeyResultNode):
+        return [node.left]
+    if isinstance(node, ForeignKeyIndexNode):
+        return [node.right]
+    return []
+
+
+def emits_changes(node: Node) -> bool:
+    """Does this node forward ``Change(new, old)`` (a table's updates) rather than plain values?"""
+    return isinstance(
+        node,
+        TableNode | TableFilterNode | TableMapValuesNode | TableJoinNode | ForeignKeyResultNode,
+    )
+
+
+def takes_changes(node: Node) -> bool:
+    """Does this node consume a table's ``Change`` updates?"""
+    return isinstance(
+        node,
+        TableFilterNode
+        | TableMapValuesNode
+        | ToStreamNode
+        | TableGroupByNode
+        | TableJoinSideNode
+        | ForeignKeySubscribeNode,
+    ) or (isinstance(node, ForeignKeyIndexSideNode) and not node.registration)
 
 
 @dataclass(eq=False)
 class JoinNode(Node):
-    """Stream-table join: looks the stream key up in ``table``; ``left`` keeps misses (table value None)."""
+    """Stream-table join: looks the stream key up in ``table``; ``left`` keeps misses (table value None).
 
-    table: TableNode
+    ``table`` is a ``TableNode`` or a table derived from one (its value is computed on lookup).
+    """
+
+    table: Node
     joiner: Callable[[Any, Any], Any]
     left: bool
 
@@ -170,6 +312,8 @@ class BuiltTopology:
 
     subtopologies: list[SubTopology]
     repartition_topics: list[str]  # suffixes: full name is f"{application_id}-{suffix}"
+    # repartition suffixes sized like the sub-topology that reads them (foreign-key joins)
+    consumer_sized: list[str] = field(default_factory=list)
 
     def stores(self) -> list[StoreSpec]:
         return [s for sub in self.subtopologies for s in sub.stores]
