@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from baton import JSON, LONG, STR, Json, Topology, tumbling
+from baton import JSON, LONG, STR, Json, Topology, Windowed, tumbling
 from baton.worker.assignment.wire import Roles, Subscription
 from baton.worker.naming import TaskId
 from baton.worker.runtime.queries import (
@@ -21,6 +21,7 @@ from baton.worker.runtime.queries import (
 )
 from baton.worker.state.stores import MemoryStore
 from baton.worker.topology.serdes import BYTES
+from baton.worker.topology.windows import WindowedSerde
 
 pytestmark = pytest.mark.unit
 
@@ -106,7 +107,7 @@ def test_lookups_answer_here_redirect_to_the_owner_or_say_why_not() -> None:
     absent = next(k for k in ("zed", "yan", "xia", "wu") if partition_for(k.encode(), 4) in mine)
     assert _ask(reader, f"/stores/counts?key={absent}", where).status == 404
     assert _ask(reader, "/stores/nope?key=a", where).status == 404
-    assert _ask(reader, "/stores/windowed?key=a", where).status == 400
+    assert _ask(reader, "/stores/windowed?from=a", where).status == 400  # windows are read by key
     assert _ask(reader, "/stores/counts", where).status == 400
     nobody = _placement({}, {}, restoring=frozenset({TaskId(0, here["alice"])}))
     unavailable = _ask(reader, "/stores/counts?key=alice", nobody)
@@ -124,3 +125,36 @@ def test_ranges_read_the_local_tasks_and_metadata_maps_the_group() -> None:
     meta = _ask(reader, "/metadata/counts?key=alice", where)
     assert meta.doc["members"] == {"me:1": [0, 2], "x:9": [1, 3]}
     assert meta.doc["key"]["partition"] == partition_for(b"alice", 4)
+
+
+def test_a_windowed_store_answers_a_keys_windows_in_a_time_range() -> None:
+    reader = StoreReader(_counter(), lambda t, _internal: t)
+    serde = WindowedSerde(STR, 10)
+    partition = partition_for(b"u1", 4)
+    rows = {
+        serde.serialize(Windowed(k, start, start + 10)): str(n).encode()
+        for k, start, n in (
+            ("u1", 30, 3),
+            ("u1", 10, 1),
+            ("u10", 20, 9),
+            ("u1", 20, 2),
+        )
+    }
+    rows[b""] = b"\x00" * 8  # the stored stream time
+    store = MemoryStore()
+    store.write(rows.items(), None)
+    where = Placement(
+        me="me:1",
+        tasks={TaskId(1, partition): SimpleNamespace(persistent={"windowed": store})},
+        endpoints={"me:1": frozenset({TaskId(1, partition)})},
+        partitions=lambda _topic: 4,
+    )
+    got = _ask(reader, "/stores/windowed?key=u1", where)
+    assert got.status == 200 and [(w["start"], w["end"], w["value"]) for w in got.doc["windows"]] == [
+        (10, 20, 1),
+        (20, 30, 2),
+        (30, 40, 3),
+    ]
+    narrowed = _ask(reader, "/stores/windowed?key=u1&from_time=15&to_time=30", where)
+    assert [w["start"] for w in narrowed.doc["windows"]] == [20, 30]
+    assert _ask(reader, "/metadata/windowed?key=u1", where).doc["key"]["partition"] == partition

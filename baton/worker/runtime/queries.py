@@ -127,15 +127,18 @@ class StoreReader:
             if store not in self._subs:
                 raise QueryError(404, f"no store named {store!r}; stores: {sorted(self._subs)}")
             sub, key_serde, value_serde = self._subs[store]
-            if isinstance(key_serde, WindowedSerde | SessionWindowedSerde):
-                raise QueryError(
-                    400, f"store {store!r} is windowed: only key-value stores can be queried so far"
-                )
+            windowed = key_serde if isinstance(key_serde, WindowedSerde | SessionWindowedSerde) else None
             partitions = where.partitions(self._topic_name(sub.sources[0].topics[0], sub.sources[0].internal))
-            if kind == "metadata":
-                return self._metadata(store, sub, key_serde, params, partitions, where)
+            if kind == "metadata":  # windows live where their key does
+                route = key_serde if windowed is None else windowed.inner
+                return self._metadata(store, sub, route, params, partitions, where)
             if "key" in params:
                 return self._get(store, path, sub, key_serde, value_serde, params, partitions, where)
+            if windowed is not None:
+                raise QueryError(
+                    400,
+                    f"store {store!r} is windowed: give ?key=<key>, and &from_time=&to_time= (ms) to narrow",
+                )
             if "from" in params or "to" in params:
                 return self._range(store, sub, key_serde, value_serde, params, where)
             raise QueryError(400, "give ?key=<key>, or ?from=<key>&to=<key> for a range")
@@ -159,7 +162,8 @@ class StoreReader:
         partitions: int,
         where: Placement,
     ) -> Answer:
-        key, key_bytes = self._key_bytes(key_serde, params["key"])
+        windowed = key_serde if isinstance(key_serde, WindowedSerde | SessionWindowedSerde) else None
+        key, key_bytes = self._key_bytes(key_serde if windowed is None else windowed.inner, params["key"])
         task_id = TaskId(sub.index, partition_for(key_bytes, partitions))
         task = where.tasks.get(task_id)
         if task is None:
@@ -171,10 +175,48 @@ class StoreReader:
                 "is restoring here" if task_id in where.restoring else "has no owner right now (rebalancing)"
             )
             raise QueryError(503, f"task {task_id} {state}; retry shortly")
+        if windowed is not None:
+            return self._windows(
+                _persistent(task, store), key, key_bytes, windowed, value_serde, params, task_id
+            )
         raw = _persistent(task, store).get(key_bytes)
         if raw is None:
             return Answer(404, {"key": key, "error": "no such key", "task": str(task_id)})
         return Answer(200, {"key": key, "value": value_serde.deserialize(raw), "task": str(task_id)})
+
+    def _windows(  # noqa: PLR0917 - one request's parts
+        self,
+        kv: KeyValueStore,
+        key: Any,
+        key_bytes: bytes,
+        windowed: WindowedSerde[Any] | SessionWindowedSerde[Any],
+        value_serde: Serde[Any],
+        params: Mapping[str, str],
+        task_id: TaskId,
+    ) -> Answer:
+        """A key's windows (sessions) whose start is within ``from_time``..``to_time``, by start:
+        Kafka Streams' ``WindowStore.fetch(key, from, to)``. Committed windows only."""
+        low, high = int(params.get("from_time", -(2**63))), int(params.get("to_time", 2**63 - 1))
+        limit = int(params.get("limit", RANGE_LIMIT))
+        windows = []
+        # a key's windows are its bytes followed by 8 or 16 bytes of times; a longer key with the
+        # same prefix sorts among them, so each entry's key is checked
+        for raw_key, raw in kv.range(key_bytes, key_bytes + b"\xff" * 17, 2**31):
+            if len(raw_key) <= len(key_bytes):  # the stored stream time's empty key, among others
+                continue
+            window = windowed.deserialize(raw_key)
+            if window.key == key and low <= window.start <= high:
+                windows.append(
+                    {"start": window.start, "end": window.end, "value": value_serde.deserialize(raw)}
+                )
+        windows.sort(key=lambda w: (w["start"], w["end"]))
+        doc = {
+            "key": key,
+            "windows": windows[:limit],
+            "task": str(task_id),
+            "truncated": len(windows) > limit,
+        }
+        return Answer(200, doc)
 
     def _range(  # noqa: PLR0917 - one request's parts
         self,
