@@ -72,6 +72,8 @@ def make_task(
     sub: int = 0,
     stores: dict[str, MemoryStore] | None = None,
     on_late: Callable[[], None] = lambda: None,
+    *,
+    global_stores: dict[str, MemoryStore] | None = None,
 ) -> tuple[Task, Sent, Dead, dict[str, MemoryStore]]:
     built = topology.build()
     s = built.subtopologies[sub]
@@ -93,5 +95,6 @@ def make_task(
         caching=caching,
         dead_letter=dead,
         on_late=on_late,
+        global_stores=global_stores,
     )
     return task, sent, dead, stores

@@ -11,6 +11,7 @@ import pytest
 from baton import JSON, STR, Topology, TopologyError
 from baton.worker.runtime.internal_topics import planned_topics
 from baton.worker.runtime.task import Task
+from baton.worker.state.stores import MemoryStore
 from baton.worker.topology.changes import (
     SUBSCRIBE,
     Adjust,
@@ -342,3 +343,38 @@ def test_table_operations_refuse_what_they_cannot_do() -> None:
     final = final.suppress(__import__("baton").until_window_closes())
     with pytest.raises(TopologyError, match="after suppress"):
         final.map_values(str)
+
+
+def test_a_stream_joins_a_global_table_on_a_key_of_its_choosing() -> None:
+    t = Topology()
+    products = t.global_table("products", key=STR, value=JSON, store="products")
+    orders = t.stream("orders", key=STR, value=JSON)
+    orders.join(products, lambda o, p: {"o": o["n"], "p": p["name"]}, key=lambda _k, o: o.get("product")).to(
+        "out"
+    )
+    orders.left_join(products, lambda o, p: p and p["name"], key=lambda _k, o: o.get("product")).to("left")
+    built = t.build()
+    assert [g.store.source_topic for g in built.global_tables] == ["products"]
+    assert built.subtopologies[0].source_topics == ["orders"] and built.subtopologies[0].stores == []
+    assert "global table" in __import__("baton.worker.topology.splice", fromlist=["x"]).flip_refusal(built)
+    table = MemoryStore()
+    table.write([(b"p1", j({"name": "pen"}))], None)
+    task, sent, _, _ = make_task(t, True, global_stores={"products": table})
+    feed = Feed(task)
+    feed("orders", b"o1", j({"n": 1, "product": "p1"}))
+    feed("orders", b"o2", j({"n": 2, "product": "p9"}))  # not in the table
+    feed("orders", b"o3", j({"n": 3}))  # no lookup key: the left join keeps it
+    assert decoded(sent, "out") == [("o1", {"o": 1, "p": "pen"})]
+    assert decoded(sent, "left") == [("o1", "pen"), ("o2", None), ("o3", None)]
+
+
+def test_global_tables_must_be_joined_and_key_is_only_for_them() -> None:
+    t = Topology()
+    t.global_table("g")
+    t.stream("a").to("b")
+    with pytest.raises(TopologyError, match="never joined"):
+        t.build()
+    t2 = Topology()
+    users = t2.table("users")
+    with pytest.raises(TopologyError, match="key= picks the lookup key of a global table"):
+        t2.stream("a").join(users, lambda a, b: a, key=lambda k, v: v)

@@ -20,6 +20,7 @@ from typing import Any
 
 from baton.worker.runtime.punctuation import NO_TIME, Punctuations, Schedule
 from baton.worker.runtime.window_index import WindowIndex
+from baton.worker.state.stores import KeyValueStore
 from baton.worker.state.task_store import MISSING, TaskStore
 from baton.worker.topology.context import (
     ORIGIN_HEADER,
@@ -33,6 +34,7 @@ from baton.worker.topology.custom import PunctuationType
 from baton.worker.topology.graph import (
     AggregateNode,
     CustomNode,
+    GlobalJoinNode,
     JoinNode,
     StreamJoinNode,
     StreamJoinSideNode,
@@ -449,6 +451,28 @@ class JoinProcessor(Processor):
                 self.forward(key, self.joiner(value, None))
             return
         self.forward(key, self.joiner(value, other))
+
+
+class GlobalJoinProcessor(Processor):
+    """Looks ``key(key, value)`` up in a global table's store; forwards ``joiner(value, table_value)``."""
+
+    __slots__ = ("deserialize", "get", "joiner", "key_serialize", "left", "selector")
+
+    def __init__(self, node: GlobalJoinNode, store: KeyValueStore) -> None:
+        super().__init__()
+        self.get = store.get
+        self.selector, self.joiner, self.left = node.key, node.joiner, node.left
+        self.key_serialize = node.table.store.key_serde.serialize
+        self.deserialize = node.table.store.value_serde.deserialize
+
+    def process(self, key: Any, value: Any) -> None:
+        lookup = self.selector(key, value)
+        raw = None if lookup is None else self.get(self.key_serialize(lookup))
+        if raw is None:
+            if self.left:
+                self.forward(key, self.joiner(value, None))
+            return
+        self.forward(key, self.joiner(value, self.deserialize(raw)))
 
 
 _BUFFERED = struct.Struct(">qq")  # a buffered join record's store key ends in (timestamp, offset)

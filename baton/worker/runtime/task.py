@@ -8,7 +8,7 @@ durable. That keeps the processing path testable with plain objects.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from baton.worker.naming import TaskId, changelog_topic, internal_topic
@@ -76,6 +76,7 @@ class Task:
         dead_letter: DeadLetter,
         cache_budget: CacheBudget | None = None,
         on_late: Callable[[], None] = lambda: None,
+        global_stores: Mapping[str, KeyValueStore] | None = None,
     ) -> None:
         self.id = task_id
         self.sub = sub
@@ -118,6 +119,7 @@ class Task:
                 gate=gate,
                 stores=self.stores,
                 tables=tables,
+                global_stores=global_stores or {},
                 topic_name=topic_name,
                 memo=memo,
                 on_late=on_late,

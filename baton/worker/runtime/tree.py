@@ -14,6 +14,7 @@ from baton.worker.runtime.processors import (
     CustomProcessor,
     FilterProcessor,
     FlatMapProcessor,
+    GlobalJoinProcessor,
     JoinProcessor,
     MapProcessor,
     MapValuesProcessor,
@@ -41,6 +42,7 @@ from baton.worker.runtime.table_processors import (
     ToStreamProcessor,
     value_getter,
 )
+from baton.worker.state.stores import KeyValueStore
 from baton.worker.state.task_store import TaskStore
 from baton.worker.topology.context import RecordContext, Send, SinkGate
 from baton.worker.topology.graph import (
@@ -52,6 +54,7 @@ from baton.worker.topology.graph import (
     ForeignKeyIndexSideNode,
     ForeignKeyResultNode,
     ForeignKeySubscribeNode,
+    GlobalJoinNode,
     JoinNode,
     MapNode,
     MapValuesNode,
@@ -82,6 +85,7 @@ def build_tree(
     gate: SinkGate,
     stores: dict[str, TaskStore],
     tables: Mapping[str, Callable[[bytes], bytes | None]],
+    global_stores: Mapping[str, KeyValueStore],
     topic_name: Callable[[str, bool], str],
     memo: dict[int, Processor],
     on_late: Callable[[], None] = lambda: None,
@@ -123,6 +127,8 @@ def build_tree(
             proc = _aggregate(node, stores[node.store.name], ctx, on_late)
         elif isinstance(node, JoinNode):
             proc = JoinProcessor(node, getter(node.table))
+        elif isinstance(node, GlobalJoinNode):
+            proc = GlobalJoinProcessor(node, global_stores[node.table.store.name])
         elif isinstance(node, StreamJoinNode):
             proc = StreamJoinProcessor(node, stores, ctx, on_late)
         elif isinstance(node, StreamJoinSideNode):

@@ -58,6 +58,7 @@ from baton.worker.runtime.clients import ClientSettings
 from baton.worker.runtime.commit import AtLeastOnce, ExactlyOnce, Guarantee
 from baton.worker.runtime.dead_letters import DeadLetters, RecordFailed
 from baton.worker.runtime.flip_pause import FlipPause
+from baton.worker.runtime.global_tables import GlobalStores
 from baton.worker.runtime.metrics import CopyLag, Metrics
 from baton.worker.runtime.producer import Output
 from baton.worker.runtime.purge import RepartitionPurge
@@ -75,6 +76,8 @@ from baton.worker.topology.graph import BuiltTopology
 from baton.worker.topology.splice import flip_refusal
 
 log = logging.getLogger("baton.worker")
+# How long a worker waits at start for its global tables to load before it gives up (and restarts).
+GLOBAL_LOAD_SECONDS = 600.0
 
 __all__ = ["Worker", "process_id"]
 
@@ -124,6 +127,7 @@ class Worker:
         ] = {}  # partition -> when its task became active (until a record)
         self.copy_lag = CopyLag(self.metrics, lambda: self._roles)
         self.stores = TaskStores(self.app, self.app_dir, config.store, topology)
+        self.globals = GlobalStores(self.app_dir, config.store, topology.global_tables)
         self.flips: FlipPause | None = None  # set in run() when the worker has a color
         self.cache_budget = CacheBudget(config.cache_max_bytes)  # all tasks' write caches together
         self.queries = Queries()  # interactive queries, answered on this (the processing) thread
@@ -236,6 +240,14 @@ class Worker:
             actives_starting=self._actives_starting,
         )
         self.restorer.start()
+        if self.globals.tables:  # before joining the group: a task never sees a half-loaded global table
+            topics = [t.store.source_topic or "" for t in self.globals.tables]
+            self.globals.bootstrap(
+                self.restorer,
+                internal_topics.partition_counts(admin, topics, timeout=60),
+                self._stop,
+                timeout=GLOBAL_LOAD_SECONDS,
+            )
         self.standbys = StandbyTasks(
             app_dir=self.app_dir,
             restorer=self.restorer,
@@ -326,6 +338,7 @@ class Worker:
                 log.exception("closing standbys failed")
             self.restorer.stop()
             self.restorer.join(5)
+            self.globals.close()
             if self.bluegreen is not None:
                 self.bluegreen.close()
             watchdog.cancel()
@@ -673,6 +686,7 @@ class Worker:
             dead_letter=self.dead_letter,
             cache_budget=self.cache_budget,
             on_late=self.metrics.late.labels(str(task_id)).inc,
+            global_stores=self.globals.stores,
         )
         self.tasks[task_id] = task
         restore = TaskRestore(task_id, self.stores.restore_jobs(task_id, stores), self._ready.put)

@@ -32,6 +32,8 @@ from baton.worker.topology.graph import (
     ForeignKeyIndexSideNode,
     ForeignKeyResultNode,
     ForeignKeySubscribeNode,
+    GlobalJoinNode,
+    GlobalTableNode,
     JoinNode,
     MapNode,
     MapValuesNode,
@@ -79,6 +81,7 @@ class Topology:
         self._declared_stores: dict[str, StoreSpec] = {}
         self._table_of: dict[int, TableNode] = {}  # a table's source -> the table
         self._consumer_sized: list[str] = []
+        self._globals: list[GlobalTableNode] = []
         self._counter = 0
 
     # -- entry points -------------------------------------------------------------------
@@ -124,6 +127,21 @@ class Topology:
         self._sources.append(source)  # only runs if the table turns out to be processed
         self._table_of[id(source)] = node
         return Table(self, node, key, value)
+
+    def global_table(
+        self, topic: str, *, key: Serde[Any] = BYTES, value: Serde[Any] = BYTES, store: str | None = None
+    ) -> GlobalTable:
+        """Read ``topic`` as a global table: every worker holds all of it (Kafka Streams' ``GlobalKTable``).
+
+        Join a stream with it on any key (``stream.join(table, joiner, key=fn)``): no
+        co-partitioning, no repartition. Each worker reads the whole topic into a local
+        store before it processes anything, then follows it; the store is rebuilt at every
+        start (global tables are meant for reference data small enough for that).
+        """
+        spec = self._store(store, "global", key, value, source_topic=topic)
+        node = GlobalTableNode(self._name("global-table"), spec)
+        self._globals.append(node)
+        return GlobalTable(node, key, value)
 
     def store(self, name: str, *, key: Serde[Any] = BYTES, value: Serde[Any] = JSON) -> str:
         """Declare a key-value store for custom processors (``stream.process(..., stores=[name])``).
@@ -199,7 +217,13 @@ class Topology:
                 raise TopologyError(
                     f"table {table.store.name!r} is never used: join it, or call one of its operations"
                 )
-        return BuiltTopology(subs, list(self._repartitions), list(self._consumer_sized))
+        joined = {
+            id(n.table) for sub in subs for n in reachable(list(sub.sources)) if isinstance(n, GlobalJoinNode)
+        }
+        for global_table in self._globals:
+            if id(global_table) not in joined:
+                raise TopologyError(f"global table {global_table.store.name!r} is never joined")
+        return BuiltTopology(subs, list(self._repartitions), list(self._consumer_sized), list(self._globals))
 
     # -- helpers used by Stream and friends -------------------------------------------------
     def _name(self, kind: str) -> str:
@@ -358,28 +382,38 @@ class Stream:
 
     def join(
         self,
-        other: Table | Stream,
+        other: Table | GlobalTable | Stream,
         joiner: Callable[[Any, Any], Any],
         *,
         windows: JoinWindows | None = None,
+        key: Callable[[Any, Any], Any] | None = None,
         value: Serde[Any] | None = None,
         name: str | None = None,
     ) -> Stream:
         """Inner join: ``joiner(value, other_value)``.
 
-        With a table: for keys present in the table. With a stream: for records of equal
-        keys at most ``windows`` apart in time (``within(...)``), Kafka Streams' KStream-KStream join.
+        With a table: for keys present in the table. With a global table: for records
+        whose ``key(key, value)`` (default: the record's key) is in it. With a stream: for
+        records of equal keys at most ``windows`` apart in time (``within(...)``), Kafka
+        Streams' KStream-KStream join.
         """
         if isinstance(other, Stream):
             return self._join_stream(other, joiner, windows, value, "inner", name)
+        if isinstance(other, GlobalTable):
+            return self._join_global(other, joiner, key, value, left=False)
+        if key is not None:
+            raise TopologyError(
+                "key= picks the lookup key of a global table; a table is joined on the record's key"
+            )
         return self._join(other, joiner, value, left=False)
 
     def left_join(
         self,
-        other: Table | Stream,
+        other: Table | GlobalTable | Stream,
         joiner: Callable[[Any, Any], Any],
         *,
         windows: JoinWindows | None = None,
+        key: Callable[[Any, Any], Any] | None = None,
         value: Serde[Any] | None = None,
         name: str | None = None,
     ) -> Stream:
@@ -389,7 +423,25 @@ class Stream:
         """
         if isinstance(other, Stream):
             return self._join_stream(other, joiner, windows, value, "left", name)
+        if isinstance(other, GlobalTable):
+            return self._join_global(other, joiner, key, value, left=True)
+        if key is not None:
+            raise TopologyError(
+                "key= picks the lookup key of a global table; a table is joined on the record's key"
+            )
         return self._join(other, joiner, value, left=True)
+
+    def _join_global(
+        self,
+        table: GlobalTable,
+        joiner: Callable[[Any, Any], Any],
+        key: Callable[[Any, Any], Any] | None,
+        value: Serde[Any] | None,
+        left: bool,
+    ) -> Stream:
+        selector = key if key is not None else (lambda k, _v: k)
+        node = GlobalJoinNode(self._topology._name("global-join"), table._node, selector, joiner, left)
+        return self._then(node, value=value)  # the record keeps its key: no repartition
 
     def outer_join(
         self,
@@ -739,6 +791,19 @@ class Table:
         responses = t._repartition(index, BYTES, BYTES, f"{base}-response", True)
         responses.children.append(result)
         return Table(t, result, self.key_serde, value)
+
+
+class GlobalTable:
+    """A table every worker holds whole (``GlobalKTable``): a join input only."""
+
+    def __init__(self, node: GlobalTableNode, key: Serde[Any], value: Serde[Any]) -> None:
+        self._node = node
+        self.key_serde = key
+        self.value_serde = value
+
+    @property
+    def store_name(self) -> str:
+        return self._node.store.name
 
 
 class GroupedTable:

@@ -259,6 +259,24 @@ class JoinNode(Node):
 
 
 @dataclass(eq=False)
+class GlobalTableNode(Node):
+    """A table every worker holds whole (all partitions of ``store.source_topic``), kept apart
+    from tasks: no co-partitioning, looked up by any key a stream record yields."""
+
+    store: StoreSpec
+
+
+@dataclass(eq=False)
+class GlobalJoinNode(Node):
+    """Stream-global table join: looks ``key(key, value)`` up in ``table``; ``left`` keeps misses."""
+
+    table: GlobalTableNode
+    key: Callable[[Any, Any], Any]
+    joiner: Callable[[Any, Any], Any]
+    left: bool
+
+
+@dataclass(eq=False)
 class StreamJoinNode(Node):
     """A windowed stream-stream join's output: ``joiner(left, right)`` for records within ``windows``.
 
@@ -314,6 +332,7 @@ class BuiltTopology:
     repartition_topics: list[str]  # suffixes: full name is f"{application_id}-{suffix}"
     # repartition suffixes sized like the sub-topology that reads them (foreign-key joins)
     consumer_sized: list[str] = field(default_factory=list)
+    global_tables: list[GlobalTableNode] = field(default_factory=list)
 
     def stores(self) -> list[StoreSpec]:
         return [s for sub in self.subtopologies for s in sub.stores]

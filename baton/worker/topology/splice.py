@@ -30,6 +30,12 @@ def flip_refusal(topology: BuiltTopology) -> str:
             "its topology repartitions (group_by/selectKey before an aggregation): records reach the "
             "aggregation through each color's own repartition topic, in different orders"
         )
+    if topology.global_tables:
+        names = ", ".join(t.store.source_topic or t.name for t in topology.global_tables)
+        return (
+            f"its topology joins a stream with a global table ({names}): each color reads the table on "
+            "its own schedule, so the same record can meet different table versions in blue and green"
+        )
     for sub in topology.subtopologies:
         if sub.tables:
             names = ", ".join(t.store.source_topic or t.name for t in sub.tables)
