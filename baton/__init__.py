@@ -19,10 +19,12 @@ from baton.worker.topology.serdes import BYTES, JSON, LONG, STR, Json, JsonSerde
 from baton.worker.topology.windows import (
     JoinWindows,
     SessionWindows,
+    SlidingWindows,
     TimeWindows,
     Windowed,
     hopping,
     sessions,
+    sliding,
     tumbling,
     within,
 )
@@ -44,6 +46,7 @@ __all__ = [
     "Serde",
     "SerdeError",
     "SessionWindows",
+    "SlidingWindows",
     "StateStore",
     "Stream",
     "Suppressed",
@@ -55,6 +58,7 @@ __all__ = [
     "__version__",
     "hopping",
     "sessions",
+    "sliding",
     "tumbling",
     "until_window_closes",
     "within",

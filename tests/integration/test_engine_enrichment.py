@@ -16,7 +16,7 @@ import pytest
 
 from baton.testing import produce, read_all, wait_for
 from examples.enrichment import enrich_order
-from tests.support.kills import feed_while_killing, start_workers
+from tests.support.kills import feed_topics_while_killing, start_workers
 
 pytestmark = pytest.mark.integration
 
@@ -68,22 +68,17 @@ def test_enrichment_example_joins_exactly_under_kills(
         tmp_path=tmp_path,
         env={f"{k}_TOPIC": v for k, v in names.items()},
     )
-    kills = 0
     try:
-        for topic, rows, chunk in (
-            (names["ORDERS"], encoded(orders), 500),
-            (names["PRODUCTS"], encoded(products[len(products) // 2 :]), 50),
-            (names["CLICKS"], [(u.encode(), orjson.dumps({"id": i})) for u, i in clicks], 600),
-        ):
-            kills += feed_while_killing(
-                workers,
-                bootstrap=kafka_bootstrap,
-                topic=topic,
-                records=rows,
-                chunk=chunk,
-                min_kills=2,
-                seed=kills,
-            )
+        kills = feed_topics_while_killing(
+            workers,
+            bootstrap=kafka_bootstrap,
+            feeds=[
+                (names["ORDERS"], encoded(orders), 500),
+                (names["PRODUCTS"], encoded(products[len(products) // 2 :]), 50),
+                (names["CLICKS"], [(u.encode(), orjson.dumps({"id": i})) for u, i in clicks], 600),
+            ],
+            min_kills=2,
+        )
 
         expected_clicks = Counter((u, i, users[u]["country"] if u in users else None) for u, i in clicks)
         final_product = dict(products)

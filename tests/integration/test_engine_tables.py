@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from baton.testing import read_all, wait_for
-from tests.support.kills import feed_while_killing, start_workers
+from tests.support.kills import feed_topics_while_killing, start_workers
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +26,8 @@ topology = Topology()
 accounts = topology.table(os.environ["ACCOUNTS"], key=STR, value=JSON, store="accounts")
 limits = topology.table(os.environ["LIMITS"], key=STR, value=JSON, store="limits")
 (accounts.filter(lambda _k, a: a["region"] != "closed")
-    .group_by(lambda _k, a: (a["region"], a["balance"]), key=STR, value=JSON, name="by-region")
+    .map_values(lambda a: {"where": a["region"], "cents": a["balance"]})
+    .group_by(lambda _k, a: (a["where"], a["cents"]), key=STR, value=JSON, name="by-region")
     .aggregate(lambda: 0, lambda _k, b, total: total + b, lambda _k, b, total: total - b, store="totals")
     .to_stream()
     .to(os.environ["TOTALS"], value=JSON))
@@ -68,21 +69,16 @@ def test_grouped_aggregation_and_table_join_stay_exact_under_kills(
     workers = start_workers(
         str(module), bootstrap=kafka_bootstrap, app=unique_name, tmp_path=tmp_path, env=names
     )
-    kills = 0
     try:
-        for topic, rows, chunk in (
-            (names["LIMITS"], encoded(limits), 60),
-            (names["ACCOUNTS"], encoded(accounts), 200),
-        ):
-            kills += feed_while_killing(
-                workers,
-                bootstrap=kafka_bootstrap,
-                topic=topic,
-                records=rows,
-                chunk=chunk,
-                min_kills=2,
-                seed=kills,
-            )
+        kills = feed_topics_while_killing(
+            workers,
+            bootstrap=kafka_bootstrap,
+            feeds=[
+                (names["LIMITS"], encoded(limits), 60),
+                (names["ACCOUNTS"], encoded(accounts), 200),
+            ],
+            min_kills=2,
+        )
         totals = {r: sum(b for k, b in balance.items() if region[k] == r) for r in ("eu", "us", "apac")}
         last_limit = {f"a{i}": 3 for i in range(0, ACCOUNTS, 2)}
         joined = {

@@ -1,7 +1,7 @@
 """Final window results under SIGKILLs and exactly-once: every window written once, with its exact value.
 
 Runs examples/page_views.py (session windows, suppress, timestamp extractor) as shipped,
-and a tumbling-window twin, on the real broker: two workers, input arriving while they
+and tumbling- and sliding-window twins, on the real broker: two workers, input arriving while they
 are killed at random, views up to 300 ms out of order (within the 500 ms grace). Stream
 time, the window index and the "already emitted" state all come back from the store
 after each kill, so the output must be exactly the offline answer: no session missing,
@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,8 @@ topology = Topology()
     .map(lambda w, n: (w.key, {{"user_id": w.key, "start": w.start, "end": w.end, "views": n}}), key=STR)
     .to(os.environ["SESSIONS_TOPIC"], value=JSON))
 """
+
+SLIDING = TUMBLING.replace("tumbling", "sliding").replace("per-second", "within-a-second")
 
 
 def _views(seed: int) -> list[tuple[str, str, int]]:
@@ -88,6 +91,21 @@ def _tumbling(views: list[tuple[str, str, int]]) -> list[tuple[str, int, int, in
     return sorted((user, start, start + WINDOW_MS, n) for (user, start), n in counts.items())
 
 
+def _sliding(views: list[tuple[str, str, int]]) -> list[tuple[str, int, int, int]]:
+    """KIP-450's windows by definition: each view's [t - size, t], and [t + 1, t + 1 + size] when not empty."""
+    by_user: dict[str, list[int]] = {}
+    for user, _page, ts in views:
+        by_user.setdefault(user, []).append(ts)
+    out = []
+    for user, times in by_user.items():
+        starts = {t - WINDOW_MS for t in times} | {
+            t + 1 for t in times if any(t < u <= t + 1 + WINDOW_MS for u in times)
+        }
+        for start in starts:
+            out.append((user, start, start + WINDOW_MS, sum(start <= t <= start + WINDOW_MS for t in times)))
+    return sorted(out)
+
+
 def _close_every_partition(bootstrap: str, topic: str, at: int) -> None:
     """A view far in the future on every partition: stream time passes every real window's close."""
     producer = Producer({"bootstrap.servers": bootstrap})
@@ -97,7 +115,7 @@ def _close_every_partition(bootstrap: str, topic: str, at: int) -> None:
     assert producer.flush(30) == 0
 
 
-@pytest.mark.parametrize("kind", ["sessions", "tumbling"])
+@pytest.mark.parametrize("kind", ["sessions", "tumbling", "sliding"])
 def test_final_windows_are_exact_across_sigkills(
     kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path, kind: str
 ) -> None:
@@ -106,10 +124,10 @@ def test_final_windows_are_exact_across_sigkills(
     if kind == "sessions":
         module = str(REPO / "examples" / "page_views.py")
     else:
-        (tmp_path / "tumbling_views.py").write_text(TUMBLING)
-        module = str(tmp_path / "tumbling_views.py")
-    views = _views(seed=21 if kind == "sessions" else 22)
-    expected = _sessions(views) if kind == "sessions" else _tumbling(views)
+        (tmp_path / f"{kind}_views.py").write_text(TUMBLING if kind == "tumbling" else SLIDING)
+        module = str(tmp_path / f"{kind}_views.py")
+    views = _views(seed={"sessions": 21, "tumbling": 22, "sliding": 23}[kind])
+    expected = {"sessions": _sessions, "tumbling": _tumbling, "sliding": _sliding}[kind](views)
     env = {
         "PAGE_VIEWS_TOPIC": source,
         "SESSIONS_TOPIC": sink,
@@ -128,13 +146,24 @@ def test_final_windows_are_exact_across_sigkills(
         )
         _close_every_partition(kafka_bootstrap, source, at=max(ts for *_, ts in views) + 60_000)
 
+        last: list[Counter[tuple[str, int, int, int]]] = [Counter()]
+
         def written() -> list[dict[str, Any]] | None:
             out = [orjson.loads(r.value) for r in read_all(kafka_bootstrap, sink) if r.value is not None]
             got = sorted((o["user_id"], o["start"], o["end"], o["views"]) for o in out)
+            last[0] = Counter(got)
             return out if got == expected else None
 
+        def difference() -> str:
+            missing, extra = Counter(expected) - last[0], last[0] - Counter(expected)
+            return f"{sum(missing.values())} missing, e.g. {sorted(missing)[:3]}; {sum(extra.values())} extra, e.g. {sorted(extra)[:3]}"
+
         out = wait_for(
-            f"the {len(expected)} final windows never came out exactly once", written, 180, every=2
+            f"the {len(expected)} final windows never came out exactly once",
+            written,
+            180,
+            every=2,
+            detail=difference,
         )
     finally:
         for w in workers:

@@ -94,3 +94,26 @@ def feed_while_killing(
     finally:
         feeder.join()
     return kills
+
+
+def feed_topics_while_killing(
+    workers: list[WorkerProcess],
+    *,
+    bootstrap: str,
+    feeds: Sequence[tuple[str, Sequence[tuple[bytes, bytes]], int]],
+    min_kills: int,
+) -> int:
+    """``feed_while_killing`` for several topics, one after the other: (topic, records, chunk) each,
+    at least ``min_kills`` kills during each; returns the kills in all."""
+    kills = 0
+    for topic, records, chunk in feeds:
+        kills += feed_while_killing(
+            workers,
+            bootstrap=bootstrap,
+            topic=topic,
+            records=records,
+            chunk=chunk,
+            min_kills=min_kills,
+            seed=kills,
+        )
+    return kills

@@ -40,7 +40,7 @@ from baton.worker.topology.graph import (
     StreamJoinSideNode,
 )
 from baton.worker.topology.serdes import Serde
-from baton.worker.topology.windows import SessionWindows, TimeWindows, Windowed
+from baton.worker.topology.windows import SessionWindows, SlidingWindows, TimeWindows, Windowed
 
 
 def drop(_key: Any, _value: Any) -> None:
@@ -357,6 +357,127 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
         self._advance(index)
 
 
+class SlidingWindowAggregateProcessor(_WindowedAggregate):
+    """Sliding windows (KIP-450): the windows a record creates or falls in, per key.
+
+    A record at ``t`` falls in every existing window ``[s, s + d]`` with ``s <= t <= s + d``
+    (folded in incrementally, in arrival order), and makes new ones: its own left window
+    ``[t - d, t]``, its right window ``[t + 1, t + 1 + d]`` if a later record is in it, and
+    the right window of each earlier record within ``d + 1`` before it. A new window's
+    aggregate is folded from the key's records in it, in timestamp order, which this
+    processor keeps in a second store (``buffer``, changelogged like the windows) until no
+    open window can contain them. Kafka Streams derives new windows from neighbouring ones
+    instead; a buffer costs a record's bytes for ``d + grace`` of stream time and keeps the
+    rule simple to check.
+    """
+
+    __slots__ = ("buffer", "buffered", "by_key", "inner_serialize", "windows")
+
+    def __init__(  # noqa: PLR0917 - the aggregation's parts
+        self,
+        node: AggregateNode,
+        store: TaskStore,
+        buffer: TaskStore,
+        ctx: RecordContext,
+        on_late: Callable[[], None],
+        inner: Serde[Any],
+    ) -> None:
+        super().__init__(node, store, ctx, on_late)
+        assert isinstance(node.windows, SlidingWindows)
+        self.windows: SlidingWindows = node.windows
+        self.buffer = buffer
+        self.inner_serialize = inner.serialize
+        self.by_key: dict[bytes, dict[bytes, int]] = {}  # key bytes -> buffered record key -> timestamp
+        self.buffered = WindowIndex()  # when each buffered record is no longer needed
+        buffer.after_discard = self._forget
+
+    def _track(self, index: WindowIndex, key_bytes: bytes, window: Windowed[Any]) -> None:
+        index.add(
+            key_bytes, window, self.windows.close_at(window.start), self.windows.expire_at(window.start)
+        )
+
+    def _load(self) -> WindowIndex:
+        index = super()._load()
+        self.by_key, self.buffered = {}, WindowIndex()
+        for record_key, _ in self.buffer.persistent.items():
+            self._remember(record_key, _BUFFERED.unpack(record_key[-16:])[0])
+        return index
+
+    def _remember(self, record_key: bytes, ts: int) -> None:
+        self.by_key.setdefault(record_key[:-16], {})[record_key] = ts
+        until = self.windows.close_at(ts)  # the last window that can hold it starts at ts
+        self.buffered.add(record_key, ts, until, until)
+
+    def process(self, key: Any, value: Any) -> None:
+        if key is None or value is None:
+            return
+        index = self._observe()
+        ctx, windows = self.ctx, self.windows
+        ts, now, d = ctx.timestamp, self.stream_time, windows.difference_ms
+        if windows.close_at(ts) <= now:  # every window that could hold it has closed
+            self.on_late()
+            self._advance(index)
+            return
+        inner = self.inner_serialize(key)
+        record_key = inner + _BUFFERED.pack(ts, ctx.offset)
+        self.buffer.put(record_key, key, value)
+        self._remember(record_key, ts)
+        near = sorted((t, k) for k, t in self.by_key[inner].items() if ts - d - 1 <= t <= ts + d + 1)
+        starts = {ts - d}
+        for t, _ in near:
+            if ts - d - 1 <= t < ts:
+                starts.add(t + 1)  # an earlier record's right window now holds this one
+            elif ts < t <= ts + d:
+                starts.add(t - d)  # a later record's left window holds this one
+            if ts < t <= ts + d + 1:
+                starts.add(ts + 1)  # this record's right window holds a later one
+        store, folded = self.store, False
+        for start in sorted(starts):
+            close_at = windows.close_at(start)
+            if close_at <= now or start < 0:
+                continue  # a closed window never changes
+            window = Windowed(key, start, start + d)
+            window_key = self.key_serialize(window)
+            current = store.get(window_key)
+            if current is MISSING:
+                current = self._fold(key, inner, start, start + d)
+            elif start <= ts <= start + d:
+                current = self.aggregator(key, value, current)
+            else:
+                continue
+            store.put(window_key, window, current)
+            index.add(window_key, window, close_at, windows.expire_at(start))
+            folded = True
+        if not folded:
+            self.on_late()
+        self._advance(index)
+        self._expire_records()
+
+    def _fold(self, key: Any, inner: bytes, low: int, high: int) -> Any:
+        """A new window's aggregate: the key's buffered records in ``[low, high]``, by time."""
+        value = self.initializer()
+        for _t, record_key in sorted(
+            (t, k) for k, t in self.by_key.get(inner, {}).items() if low <= t <= high
+        ):
+            record = self.buffer.get(record_key)
+            if record is not MISSING:
+                value = self.aggregator(key, record, value)
+        return value
+
+    def _expire_records(self) -> None:
+        now = self.stream_time
+        self.buffered.pop_closed(now)  # their times are equal: drain the close heap too
+        gone = [record_key for record_key, _ in self.buffered.pop_expired(now)]
+        if gone:
+            for record_key in gone:
+                records = self.by_key.get(record_key[:-16])
+                if records is not None:
+                    records.pop(record_key, None)
+                    if not records:
+                        del self.by_key[record_key[:-16]]
+            self.buffer.expire(gone)
+
+
 class SessionAggregateProcessor(_WindowedAggregate):
     """Session windows: a record extends (or bridges) the open sessions within the gap of it.
 
@@ -605,6 +726,7 @@ class StreamJoinProcessor(Processor):
         self.advanced = now
         gone: list[tuple[int, int, bytes]] = []
         for side in (0, 1):
+            self.expiry[side].pop_closed(now)  # close and expiry are one time here: drain both heaps
             for store_key, ts in self.expiry[side].pop_expired(now):
                 gone.append((ts, side, store_key))
         ctx = self.ctx

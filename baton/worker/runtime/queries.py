@@ -34,7 +34,7 @@ from pydantic import BaseModel
 
 from baton.worker.naming import TaskId
 from baton.worker.state.stores import KeyValueStore
-from baton.worker.topology.graph import BuiltTopology, StreamJoinNode, SubTopology, reachable
+from baton.worker.topology.graph import AggregateNode, BuiltTopology, StreamJoinNode, SubTopology, reachable
 from baton.worker.topology.serdes import BytesSerde, JsonSerde, LongSerde, ModelSerde, Serde, StrSerde
 from baton.worker.topology.windows import SessionWindowedSerde, WindowedSerde
 
@@ -109,12 +109,10 @@ class StoreReader:
         self._subs: dict[str, tuple[SubTopology, Serde[Any], Serde[Any]]] = {}
         self._topic_name = topic_name
         for sub in topology.subtopologies:
-            buffers = {  # a stream-stream join's record buffers are not tables anyone reads
-                s.name
-                for n in reachable(list(sub.sources))
-                if isinstance(n, StreamJoinNode)
-                for s in (n.left_store, n.right_store)
-            }
+            nodes = reachable(list(sub.sources))
+            buffers = {  # record buffers (stream-stream joins, sliding windows) are not tables anyone reads
+                s.name for n in nodes if isinstance(n, StreamJoinNode) for s in (n.left_store, n.right_store)
+            } | {n.buffer.name for n in nodes if isinstance(n, AggregateNode) and n.buffer is not None}
             for spec in [*sub.stores, *(t.store for t in sub.tables)]:
                 if spec.name not in buffers:
                     self._subs[spec.name] = (sub, spec.key_serde, spec.value_serde)

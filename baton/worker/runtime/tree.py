@@ -22,6 +22,7 @@ from baton.worker.runtime.processors import (
     Processor,
     SessionAggregateProcessor,
     SinkProcessor,
+    SlidingWindowAggregateProcessor,
     StreamJoinProcessor,
     StreamJoinSideProcessor,
     TimeWindowAggregateProcessor,
@@ -74,7 +75,13 @@ from baton.worker.topology.graph import (
     takes_changes,
 )
 from baton.worker.topology.serdes import Serde
-from baton.worker.topology.windows import SessionWindowedSerde, SessionWindows, TimeWindows
+from baton.worker.topology.windows import (
+    SessionWindowedSerde,
+    SessionWindows,
+    SlidingWindows,
+    TimeWindows,
+    WindowedSerde,
+)
 
 
 def build_tree(
@@ -124,7 +131,7 @@ def build_tree(
                 internal=node.internal,
             )
         elif isinstance(node, AggregateNode):
-            proc = _aggregate(node, stores[node.store.name], ctx, on_late)
+            proc = _aggregate(node, stores, ctx, on_late)
         elif isinstance(node, JoinNode):
             proc = JoinProcessor(node, getter(node.table))
         elif isinstance(node, GlobalJoinNode):
@@ -181,14 +188,19 @@ def build_tree(
 
 
 def _aggregate(
-    node: AggregateNode, store: TaskStore, ctx: RecordContext, on_late: Callable[[], None]
+    node: AggregateNode, stores: dict[str, TaskStore], ctx: RecordContext, on_late: Callable[[], None]
 ) -> Processor:
+    store = stores[node.store.name]
     if node.subtractor is not None:
         return TableAggregateProcessor(node, store)
+    key_serde: Serde[object] = node.store.key_serde
+    if isinstance(node.windows, SlidingWindows):
+        assert isinstance(key_serde, WindowedSerde) and node.buffer is not None
+        buffer = stores[node.buffer.name]
+        return SlidingWindowAggregateProcessor(node, store, buffer, ctx, on_late, key_serde.inner)
     if isinstance(node.windows, TimeWindows):
         return TimeWindowAggregateProcessor(node, store, ctx, on_late)
     if isinstance(node.windows, SessionWindows):
-        key_serde: Serde[object] = node.store.key_serde
         assert isinstance(key_serde, SessionWindowedSerde)
         return SessionAggregateProcessor(node, store, ctx, on_late, key_serde.inner)
     return AggregateProcessor(node, store)

@@ -61,6 +61,7 @@ from baton.worker.topology.windows import (
     JoinWindows,
     SessionWindowedSerde,
     SessionWindows,
+    SlidingWindows,
     TimeWindows,
     WindowedSerde,
 )
@@ -185,6 +186,7 @@ class Topology:
                 if isinstance(n, AggregateNode | ForeignKeyResultNode | ForeignKeyIndexNode)
                 or (isinstance(n, TableNode) and n.processed)
             ]
+            stores += [n.buffer for n in nodes if isinstance(n, AggregateNode) and n.buffer is not None]
             stores += [
                 s for n in nodes if isinstance(n, StreamJoinNode) for s in (n.left_store, n.right_store)
             ]
@@ -509,7 +511,7 @@ class GroupedStream:
         node: Node,
         key: Serde[Any],
         value: Serde[Any],
-        windows: TimeWindows | SessionWindows | None = None,
+        windows: TimeWindows | SessionWindows | SlidingWindows | None = None,
     ) -> None:
         self._topology = topology
         self._node = node
@@ -517,10 +519,12 @@ class GroupedStream:
         self.value_serde = value
         self._windows = windows
 
-    def windowed_by(self, windows: TimeWindows | SessionWindows) -> GroupedStream:
-        """Aggregate per key and window: ``tumbling(...)``, ``hopping(...)`` or ``sessions(...)``."""
-        if not isinstance(windows, TimeWindows | SessionWindows):
-            raise TopologyError("windowed_by() takes tumbling(...), hopping(...) or sessions(...)")
+    def windowed_by(self, windows: TimeWindows | SessionWindows | SlidingWindows) -> GroupedStream:
+        """Aggregate per key and window: ``tumbling(...)``, ``hopping(...)``, ``sliding(...)`` or ``sessions(...)``."""
+        if not isinstance(windows, TimeWindows | SessionWindows | SlidingWindows):
+            raise TopologyError(
+                "windowed_by() takes tumbling(...), hopping(...), sliding(...) or sessions(...)"
+            )
         return GroupedStream(self._topology, self._node, self.key_serde, self.value_serde, windows)
 
     def count(self, *, store: str | None = None) -> Table:
@@ -561,8 +565,11 @@ class GroupedStream:
         falls between two sessions of a key joins them into one.
         """
         key: Serde[Any] = self.key_serde
+        buffer = None
         if isinstance(self._windows, TimeWindows):
             key = WindowedSerde(self.key_serde, self._windows.size_ms)
+        elif isinstance(self._windows, SlidingWindows):
+            key = WindowedSerde(self.key_serde, self._windows.difference_ms)  # the end is inclusive
         elif isinstance(self._windows, SessionWindows):
             if merger is None:
                 raise TopologyError(
@@ -570,8 +577,18 @@ class GroupedStream:
                 )
             key = SessionWindowedSerde(self.key_serde)
         spec = self._topology._store(store, "aggregate", key, value)
+        if isinstance(self._windows, SlidingWindows):  # new windows are folded from the records in reach
+            buffer = self._topology._store(
+                f"{spec.name}-records", "aggregate", self.key_serde, self.value_serde
+            )
         node = AggregateNode(
-            self._topology._name("aggregate"), spec, initializer, aggregator, self._windows, merger
+            self._topology._name("aggregate"),
+            spec,
+            initializer,
+            aggregator,
+            self._windows,
+            merger,
+            buffer=buffer,
         )
         self._node.children.append(node)
         return Table(self._topology, node, key, value)

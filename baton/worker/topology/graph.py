@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from baton.worker.topology.serdes import Serde
-from baton.worker.topology.windows import JoinWindows, SessionWindows, TimeWindows
+from baton.worker.topology.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows
 
 
 @dataclass(eq=False)
@@ -95,9 +95,11 @@ class AggregateNode(Node):
     store: StoreSpec
     initializer: Callable[[], Any]
     aggregator: Callable[[Any, Any, Any], Any]
-    windows: TimeWindows | SessionWindows | None = None
+    windows: TimeWindows | SessionWindows | SlidingWindows | None = None
     merger: Callable[[Any, Any, Any], Any] | None = None
     final: bool = False
+    # sliding windows: the key's records within reach, which new windows are folded from
+    buffer: StoreSpec | None = None
     # a grouped table's aggregation: records are ``Adjust(old, new)``, ``old`` is taken out
     # with ``subtractor(key, old, current)`` before ``new`` goes in with ``aggregator``
     subtractor: Callable[[Any, Any, Any], Any] | None = None

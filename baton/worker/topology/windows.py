@@ -1,4 +1,5 @@
-"""Windows on record timestamps (event time), as in Kafka Streams' ``TimeWindows`` and ``SessionWindows``.
+"""Windows on record timestamps (event time), as in Kafka Streams' ``TimeWindows``, ``SessionWindows``
+and ``SlidingWindows``.
 
 Time windows are aligned to the epoch, so which windows a record falls in depends only
 on its timestamp: replaying the same input gives the same windows, whatever the wall
@@ -148,6 +149,50 @@ def sessions(
 ) -> SessionWindows:
     """Session windows with an inactivity ``gap``."""
     return SessionWindows(_ms(gap), _ms(grace), 0 if retention is None else _ms(retention))
+
+
+@dataclass(frozen=True)
+class SlidingWindows:
+    """Windows of ``difference_ms`` that slide with the records (Kafka Streams' ``SlidingWindows``, KIP-450).
+
+    Two records of a key are in one window when their timestamps are at most
+    ``difference_ms`` apart. The windows are the distinct sets of records that can be
+    seen that way: each record ``t`` has its *left* window ``[t - difference, t]``, and a
+    *right* window ``[t + 1, t + 1 + difference]`` when a later record falls in it. Both
+    ends are inclusive. A window closes when stream time passes its end plus the grace
+    period, and leaves the store after ``retention`` (at least difference + grace + 1).
+    """
+
+    difference_ms: int
+    grace_ms: int = DEFAULT_GRACE_MS
+    retention_ms: int = 0  # 0: difference + grace + 1
+
+    def __post_init__(self) -> None:
+        if self.difference_ms <= 0:
+            raise ValueError("the time difference must be positive")
+        if self.grace_ms < 0:
+            raise ValueError("the grace period cannot be negative")
+        minimum = self.difference_ms + self.grace_ms + 1
+        object.__setattr__(
+            self, "retention_ms", _retention(self.retention_ms or None, minimum, "difference + grace + 1")
+        )
+
+    def close_at(self, start: int) -> int:
+        """Stream time at which ``[start, start + difference]`` closes (its end is inclusive)."""
+        return start + self.difference_ms + self.grace_ms + 1
+
+    def expire_at(self, start: int) -> int:
+        return start + self.retention_ms
+
+
+def sliding(
+    difference: int | timedelta,
+    *,
+    grace: int | timedelta = DEFAULT_GRACE_MS,
+    retention: int | timedelta | None = None,
+) -> SlidingWindows:
+    """Sliding windows: records at most ``difference`` apart are aggregated together."""
+    return SlidingWindows(_ms(difference), _ms(grace), 0 if retention is None else _ms(retention))
 
 
 @dataclass(frozen=True, slots=True)
