@@ -1,4 +1,4 @@
-"""Host tools from Debian's packages (buildah, crun, debootstrap), their .debs cached.
+"""Host tools from Debian's packages (buildah, runc or crun, debootstrap), their .debs cached.
 
 Why: a fresh CI machine has none of them, and the image build and the OCI pod mode need
 them. ``apt-get`` downloads into ``~/.cache/baton/debs-tools/`` instead of its own archive
@@ -17,7 +17,7 @@ from .requirements import MissingTool
 
 DEBS = paths.CACHE / "debs-tools"
 # command -> the Debian package that provides it
-PACKAGES = {"buildah": "buildah", "crun": "crun", "debootstrap": "debootstrap"}
+PACKAGES = {"buildah": "buildah", "crun": "crun", "runc": "runc", "debootstrap": "debootstrap"}
 
 
 def _apt(args: list[str]) -> subprocess.CompletedProcess[str]:

@@ -15,6 +15,7 @@ its config (Env, Entrypoint, Cmd, User, WorkingDir): what the pod runner's OCI m
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -99,7 +100,9 @@ def trust_mounts() -> list[str]:
         mounts += [f"{bundle.resolve()}:{TRUST}/ca.crt:ro", f"{conf / 'pip.conf'}:/etc/pip.conf:ro"]
     keystore = Path("/etc/ssl/certs/java/cacerts")
     if keystore.is_file():
-        (conf / "mavenrc").write_text(f'MAVEN_OPTS="$MAVEN_OPTS -Djavax.net.ssl.trustStore={TRUST}/cacerts"\n')
+        (conf / "mavenrc").write_text(
+            f'MAVEN_OPTS="$MAVEN_OPTS -Djavax.net.ssl.trustStore={TRUST}/cacerts"\n'
+        )
         mounts += [f"{keystore.resolve()}:{TRUST}/cacerts:ro", f"{conf / 'mavenrc'}:/etc/mavenrc:ro"]
     return mounts
 
@@ -126,16 +129,10 @@ def rootfs(image: str) -> Unpacked:
     image_id = buildah.inspect(image)["FromImageID"]
     home = ROOTFS / image_id
     config_file = home / "config.json"
-    if not config_file.exists():
-        shutil.rmtree(home, ignore_errors=True)
-        home.mkdir(parents=True)
-        ctr = buildah.run("from", "--pull-never", image)
-        try:
-            mount = buildah.run("mount", ctr)
-            subprocess.run(["cp", "-a", f"{mount}/.", str(home / "rootfs")], check=True)
-        finally:
-            subprocess.run(buildah.argv("rm", ctr), capture_output=True)
-        config_file.write_text(json.dumps(_config(image)))
+    ROOTFS.mkdir(parents=True, exist_ok=True)
+    with open(ROOTFS / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one unpacker at a time across runners
+        _unpack(image, home, config_file)
     config = json.loads(config_file.read_text())
     env = dict(item.split("=", 1) for item in config.get("Env") or [])
     return Unpacked(
@@ -146,6 +143,21 @@ def rootfs(image: str) -> Unpacked:
         user=str(config.get("User") or "0"),
         workdir=str(config.get("WorkingDir") or "/"),
     )
+
+
+def _unpack(image: str, home: Path, config_file: Path) -> None:
+    """Copy the image's merged layers out of buildah's storage, config last (the done marker)."""
+    if config_file.exists():
+        return
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    ctr = buildah.run("from", "--pull-never", image)
+    try:
+        mount = buildah.run("mount", ctr)
+        subprocess.run(["cp", "-a", f"{mount}/.", str(home / "rootfs")], check=True)
+    finally:
+        subprocess.run(buildah.argv("rm", ctr), capture_output=True)
+    config_file.write_text(json.dumps(_config(image)))
 
 
 @click.group()

@@ -48,7 +48,7 @@ def mirror() -> str:
     """The first Debian archive URI of the host's sources: debootstrap's mirror."""
     for uri in re.findall(r"^URIs:\s*(\S+)", sources(), re.MULTILINE):
         if not uri.rstrip("/").endswith("-security"):
-            return uri
+            return str(uri)
     raise RuntimeError(f"no Debian archive URI in {HOST_SOURCES}")
 
 

@@ -37,7 +37,7 @@ UV_VERSION = "0.13.9"
 LOCKS = paths.REPO / "requirements"
 IMAGE_LOCK = LOCKS / "image.lock"
 COMPACTOR_LOCK = LOCKS / "compactor.lock"
-EXTRAS = {IMAGE_LOCK: ("operator",), COMPACTOR_LOCK: ("operator", "compactor")}
+EXTRAS = {IMAGE_LOCK.name: ("operator",), COMPACTOR_LOCK.name: ("operator", "compactor")}
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\;]+)", re.MULTILINE)
 _INPUTS = re.compile(r"^# inputs: ([0-9a-f]{64})$", re.MULTILINE)
 
@@ -51,7 +51,7 @@ def requirements(lock: Path, pyproject: Path = paths.REPO / "pyproject.toml") ->
     data = _project(pyproject)
     project = data["project"]
     out = list(project["dependencies"])
-    for extra in EXTRAS[lock]:
+    for extra in EXTRAS[lock.name]:
         out += project["optional-dependencies"][extra]
     return out + list(data["build-system"]["requires"])
 
@@ -110,10 +110,12 @@ def _compile(lock: Path, constraints: Path | None) -> None:
         if constraints is not None:
             cmd += ["-c", str(constraints)]
         subprocess.run(cmd, check=True, cwd=tmp)
-        body = out.read_text().replace(str(source), "pyproject.toml").replace(str(constraints), "compactor.lock")
+        body = (
+            out.read_text().replace(str(source), "pyproject.toml").replace(str(constraints), "compactor.lock")
+        )
     header = (
         f"# The image's Python dependencies, every file hashed: made by `dev/image lock` (uv {UV_VERSION}).\n"
-        f"# From pyproject.toml: dependencies + {' + '.join(f'[{e}]' for e in EXTRAS[lock])} + build-system.requires.\n"
+        f"# From pyproject.toml: dependencies + {' + '.join(f'[{e}]' for e in EXTRAS[lock.name])} + build-system.requires.\n"
         f"# inputs: {inputs_hash(lock)}\n"
     )
     lock.write_text(header + body)
