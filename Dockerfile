@@ -121,7 +121,9 @@ COPY --from=compactor-build /opt/baton /opt/baton
 COPY --from=spark-jars /jars/out/ /opt/baton/spark-jars/
 COPY --from=s3a-jars /jars/out/ /opt/baton/s3a-jars/
 COPY --chown=root:root examples/ /app/examples/
-WORKDIR /app
+# Spark 4 creates its session's artifact directory relative to the working directory: with a
+# read-only root that must be the writable /tmp (the Job's emptyDir), not /app.
+WORKDIR /tmp
 # spark.jars accepts globs; baton.compactor.session reads BATON_SPARK_JARS. The S3A jars go on
 # the class path (a JVM class path takes dir/*): baton.compactor.s3a reads BATON_SPARK_CLASSPATH.
 ENV JAVA_HOME=/opt/java \

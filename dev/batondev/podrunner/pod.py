@@ -319,6 +319,8 @@ class PodWorker(threading.Thread):
         files = {"/etc/hosts": _hosts_file(pod_dir, name)}
         base = {"HOSTNAME": name, process.NODE_ENV: self.ctx.node, "BATON_PODRUNNER_POD": self.key}
         mounts = volumes.mounts(spec, self.dirs)
+        for local in mounts.values():  # a bind needs its source: a new claim's directory, a subPath
+            local.mkdir(parents=True, exist_ok=True)
         sa = mounts.get(volfill.SA_DIR)
         if sa is not None and (sa / "token").exists():
             kubeconfig = pod_dir / "kubeconfig"
