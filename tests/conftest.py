@@ -154,10 +154,11 @@ def operator(kube: Kube, kubectl: KubectlFn, namespace: str, tmp_path: Path) -> 
 
 def _image(target: str) -> str:
     """The Dockerfile's ``target`` built here (dev/image: cached by its inputs, so once per tree)."""
-    from batondev import image
+    from batondev import debtools, image
     from batondev.requirements import MissingTool
 
     try:
+        debtools.ensure("runc")  # the tests that use the image run it under runc
         return image.build(target)
     except MissingTool as exc:  # names the tool and the install step
         pytest.fail(f"cannot build the {target} image: {exc}", pytrace=False)
