@@ -80,6 +80,7 @@ def build(target: str) -> str:
         str(paths.REPO),
         log=str(LOG),
     )
+    prune_images()
     return name
 
 
@@ -133,6 +134,8 @@ def rootfs(image: str) -> Unpacked:
     with open(ROOTFS / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one unpacker at a time across runners
         _unpack(image, home, config_file)
+        os.utime(config_file)  # last use, for prune_rootfs
+        prune_rootfs(keep={home})
     config = json.loads(config_file.read_text())
     env = dict(item.split("=", 1) for item in config.get("Env") or [])
     return Unpacked(
@@ -143,6 +146,46 @@ def rootfs(image: str) -> Unpacked:
         user=str(config.get("User") or "0"),
         workdir=str(config.get("WorkingDir") or "/"),
     )
+
+
+def prune_rootfs(keep: set[Path], newest: int = 4, idle_seconds: float = 86400.0) -> list[Path]:
+    """Remove unpacked images beyond the ``newest`` few that nobody used for ``idle_seconds``.
+
+    Why: every source change makes a new image id, and a compactor rootfs is 2 GB; a
+    rootfs still in use by a running container (another clone's tests) was used recently.
+    """
+    homes = sorted(
+        (d for d in ROOTFS.iterdir() if (d / "config.json").exists()),
+        key=lambda d: (d / "config.json").stat().st_mtime,
+        reverse=True,
+    )
+    removed: list[Path] = []
+    for home in homes[newest:]:
+        if home in keep or time.time() - (home / "config.json").stat().st_mtime < idle_seconds:
+            continue
+        shutil.rmtree(home, ignore_errors=True)
+        removed.append(home)
+    return removed
+
+
+def prune_images(newest: int = 3) -> list[str]:
+    """Untag all but the ``newest`` few builds of each target; buildah's layer cache stays.
+
+    Why: each tree builds images of its own key, and old ones would pile up in the cache.
+    """
+    removed: list[str] = []
+    listed = json.loads(buildah.run("images", "--json"))
+    for repo in TARGETS.values():
+        tagged = [
+            (str(img.get("createdatraw") or ""), name)
+            for img in listed
+            for name in img.get("names") or []
+            if name.startswith(f"{repo}:")
+        ]
+        for _, name in sorted(tagged, reverse=True)[newest:]:
+            subprocess.run(buildah.argv("rmi", name), capture_output=True)
+            removed.append(name)
+    return removed
 
 
 def _unpack(image: str, home: Path, config_file: Path) -> None:
