@@ -19,7 +19,9 @@
 # the UID the operator's Pods declare (baton/operator/constants.py RUN_AS_USER), with a
 # read-only root filesystem: nothing below writes outside /tmp and /var/lib/baton.
 
-# python:3.11.13-slim-bookworm (its multi-platform index digest)
+# The digests are the ones public projects pin for these tags (the tags are re-pushed: check
+# with `docker buildx imagetools inspect <tag>` when bumping, and pin the index digest).
+# python:3.11.13-slim-bookworm
 ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm@sha256:86adf8dbadc3d6e82ee5dd2c74bec2e1c2467cdad47886280501df722372d2e1
 # maven:3.9.11-eclipse-temurin-17
 ARG MAVEN_IMAGE=maven:3.9.11-eclipse-temurin-17@sha256:e4a7ace3dc0d645ed97f8d9ad0b0d3f0b14fa8d150138f27f116d7105a639b82
