@@ -152,7 +152,15 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
 
             cronjob = compactor_name({"metadata": {"name": APP}})
             kubectl("create", "job", "compact-1", f"--from=cronjob/{cronjob}", "-n", namespace)
-            kubectl("wait", "--for=condition=complete", "job/compact-1", "-n", namespace, "--timeout=240s")
+            kubectl(
+                "wait",
+                "--for=condition=complete",
+                "job/compact-1",
+                "-n",
+                namespace,
+                "--timeout=240s",
+                timeout=250,
+            )
             (job_pod,) = get_json(kubectl, "pods", "-n", namespace, "-l", "job-name=compact-1")["items"]
             assert job_pod["spec"]["containers"][0]["image"] == compactor_image
             job_log = Layout(paths.RUN / "podrunner").log_file(
