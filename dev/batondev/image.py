@@ -9,8 +9,9 @@ so an unchanged tree builds nothing and a changed one rebuilds only the layers i
 The Maven stages resolve through ``~/.cache/baton/m2`` (mounted at build time only), the jars
 the stack already resolved for pyspark.
 
-``rootfs`` unpacks an image once per image id under ``~/.cache/baton/rootfs/<id>/`` with
-its config (Env, Entrypoint, Cmd, User, WorkingDir): what the pod runner's OCI mode runs.
+``rootfs`` gives an image's root filesystem (a mounted buildah working container, one per
+image id) and its config (Env, Entrypoint, Cmd, User, WorkingDir, kept in
+``~/.cache/baton/rootfs/<id>/``): what the pod runner's OCI mode runs.
 """
 
 from __future__ import annotations
@@ -126,20 +127,28 @@ def _config(image: str) -> dict[str, Any]:
 
 
 def rootfs(image: str) -> Unpacked:
-    """``image`` unpacked once per image id (shared read-only by every container that runs it)."""
+    """``image``'s root filesystem, shared read-only by every container that runs it.
+
+    It is a buildah working container of the image, kept mounted: buildah's overlay of the
+    image's layers, so nothing is copied (a compactor image is 2 GB) and a second use is
+    instant. Its config.json is written next to it, last, as the done marker.
+    """
     image_id = buildah.inspect(image)["FromImageID"]
     home = ROOTFS / image_id
     config_file = home / "config.json"
     ROOTFS.mkdir(parents=True, exist_ok=True)
     with open(ROOTFS / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one unpacker at a time across runners
-        _unpack(image, home, config_file)
+        mount = _mounted(image, image_id)
+        if not config_file.exists():
+            home.mkdir(parents=True, exist_ok=True)
+            config_file.write_text(json.dumps(_config(image)))
         os.utime(config_file)  # last use, for prune_rootfs
         prune_rootfs(keep={home})
     config = json.loads(config_file.read_text())
     env = dict(item.split("=", 1) for item in config.get("Env") or [])
     return Unpacked(
-        rootfs=home / "rootfs",
+        rootfs=mount,
         env=env,
         entrypoint=list(config.get("Entrypoint") or []),
         cmd=list(config.get("Cmd") or []),
@@ -148,11 +157,27 @@ def rootfs(image: str) -> Unpacked:
     )
 
 
-def prune_rootfs(keep: set[Path], newest: int = 4, idle_seconds: float = 86400.0) -> list[Path]:
-    """Remove unpacked images beyond the ``newest`` few that nobody used for ``idle_seconds``.
+def _container(image_id: str) -> str:
+    return f"baton-rootfs-{image_id[:16]}"
 
-    Why: every source change makes a new image id, and a compactor rootfs is 2 GB; a
-    rootfs still in use by a running container (another clone's tests) was used recently.
+
+def _mounted(image: str, image_id: str) -> Path:
+    """The mount point of the image's working container, created and mounted when missing
+    (``buildah mount`` of a mounted container answers at once with the same path)."""
+    name = _container(image_id)
+    probe = subprocess.run(buildah.argv("mount", name), capture_output=True, text=True)
+    if probe.returncode == 0:
+        return Path(probe.stdout.strip())
+    buildah.run("from", "--pull-never", "--name", name, image)
+    return Path(buildah.run("mount", name))
+
+
+def prune_rootfs(keep: set[Path], newest: int = 4, idle_seconds: float = 86400.0) -> list[Path]:
+    """Unmount and remove the images' root filesystems beyond the ``newest`` few that nobody
+    used for ``idle_seconds``.
+
+    Why: every source change makes a new image id; a root filesystem still in use by a
+    running container (another clone's tests) was used recently.
     """
     homes = sorted(
         (d for d in ROOTFS.iterdir() if (d / "config.json").exists()),
@@ -163,6 +188,7 @@ def prune_rootfs(keep: set[Path], newest: int = 4, idle_seconds: float = 86400.0
     for home in homes[newest:]:
         if home in keep or time.time() - (home / "config.json").stat().st_mtime < idle_seconds:
             continue
+        subprocess.run(buildah.argv("rm", _container(home.name)), capture_output=True)
         shutil.rmtree(home, ignore_errors=True)
         removed.append(home)
     return removed
@@ -186,21 +212,6 @@ def prune_images(newest: int = 3) -> list[str]:
             subprocess.run(buildah.argv("rmi", name), capture_output=True)
             removed.append(name)
     return removed
-
-
-def _unpack(image: str, home: Path, config_file: Path) -> None:
-    """Copy the image's merged layers out of buildah's storage, config last (the done marker)."""
-    if config_file.exists():
-        return
-    shutil.rmtree(home, ignore_errors=True)
-    home.mkdir(parents=True)
-    ctr = buildah.run("from", "--pull-never", image)
-    try:
-        mount = buildah.run("mount", ctr)
-        subprocess.run(["cp", "-a", f"{mount}/.", str(home / "rootfs")], check=True)
-    finally:
-        subprocess.run(buildah.argv("rm", ctr), capture_output=True)
-    config_file.write_text(json.dumps(_config(image)))
 
 
 @click.group()
@@ -233,7 +244,7 @@ def lock_cmd() -> None:
 @main.command("rootfs")
 @click.argument("target", type=click.Choice(sorted(TARGETS)))
 def rootfs_cmd(target: str) -> None:
-    """Build TARGET if needed and print the directory of its unpacked root filesystem."""
+    """Build TARGET if needed and print the directory of its root filesystem (read it, do not write)."""
     click.echo(rootfs(build(target)).rootfs)
 
 

@@ -113,3 +113,58 @@ def test_runtime_image_runs_restricted_read_only_and_non_root(  # noqa: PLR0917 
         finally:
             kubectl("delete", "sapp", "click-counter", "-n", namespace, "--timeout=60s", check=False)
             operator.kill()
+
+
+def test_a_writable_root_is_the_containers_own_and_the_image_user_applies(
+    runtime_image: str, kubectl: KubectlFn, namespace: str, tmp_path: Path
+) -> None:
+    """Without readOnlyRootFilesystem a container writes into an overlay of its own (the image
+    shared by every container stays as built), and without runAsUser it runs as the image's USER."""
+    from batondev import image as images
+
+    def pod(name: str, script: str, security: dict[str, Any]) -> str:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 2,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": runtime_image,
+                        "command": ["sh", "-c", script],
+                        "securityContext": security,
+                    }
+                ],
+            },
+        }
+        return orjson.dumps(body).decode()
+
+    with harness.running(namespace, log_dir=tmp_path, extra=["--runtime", RUNTIME]):
+        kubectl(
+            "apply",
+            "-n",
+            namespace,
+            "-f",
+            "-",
+            input=pod("writer", "echo hi > /opt/written && cat /opt/written", {"runAsUser": 0}),
+        )
+        kubectl("apply", "-n", namespace, "-f", "-", input=pod("who", "id -u; id -G; pwd", {}))
+
+        def phases() -> dict[str, str] | None:
+            got = {
+                n: get_json(kubectl, "pod", n, "-n", namespace).get("status", {}).get("phase", "")
+                for n in ("writer", "who")
+            }
+            return got if all(p in ("Succeeded", "Failed") for p in got.values()) else None
+
+        done = wait_for("both Pods finished", phases, 60)
+        logs = {n: (paths.RUN / "podrunner" / namespace / n / "main.log").read_text() for n in done}
+        assert done == {"writer": "Succeeded", "who": "Succeeded"}, (done, logs)
+        assert "hi" in logs["writer"]
+        assert not (images.rootfs(runtime_image).rootfs / "opt" / "written").exists(), "the image was written"
+        assert logs["who"].splitlines()[-3:] == ["10001", "10001", "/app"], logs[
+            "who"
+        ]  # the image's USER, WORKDIR
