@@ -2,9 +2,9 @@
 
 Why: process mode runs ``baton`` from the project's virtualenv and never touches the image,
 so a missing file, a wrong entrypoint or a write under ``readOnlyRootFilesystem`` would only
-show on a real cluster. Here each container runs from its image's root filesystem (unpacked
-once per image id by ``batondev.image.rootfs``, shared read-only; a container that may write
-its root gets an overlay of its own) with the ``config.json`` of ``ocispec``. ``<runtime> run``
+show on a real cluster. Here each container runs from its image's root filesystem (a mounted
+buildah working container per image id, ``batondev.image.rootfs``, shared read-only; a
+container that may write its root gets an overlay of its own) with ``ocispec``'s config.json. ``<runtime> run``
 stays in the foreground, so the Pod's thread watches it like any process; signals go through
 ``<runtime> kill`` (SIGTERM, then SIGKILL after the grace period) to the container's process.
 runc and crun take the same commands; runc is the default because crun 1.8 (bookworm's)
