@@ -33,9 +33,7 @@ def test_a_failed_install_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
         calls.append(args)
         return subprocess.CompletedProcess(["apt-get", *args], 100, "", "E: Unable to locate package buildah")
 
-    monkeypatch.setattr(
-        debtools.shutil, "which", lambda tool: "/usr/bin/apt-get" if tool == "apt-get" else None
-    )
+    monkeypatch.setattr("shutil.which", lambda tool: "/usr/bin/apt-get" if tool == "apt-get" else None)
     monkeypatch.setattr("os.geteuid", lambda: 0)
     monkeypatch.setattr(debtools, "_apt", apt)
     with pytest.raises(MissingTool, match="Unable to locate package buildah"):
