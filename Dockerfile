@@ -112,8 +112,8 @@ RUN printf '%s\n' \
 # ---------------------------------------------------------------- compactor: runtime + JRE + pyspark
 FROM image-base AS compactor
 # The JRE at an exact Debian version (bookworm-security's current one when pinned). To bump:
-# `apt-cache policy openjdk-17-jre-headless` in the base (or `dev/image jre-version`), set
-# the new Candidate here, rebuild; an old pin fails loudly once Debian drops that version.
+# `dev/image jre-version` (apt-cache policy's Candidate in the base), set it here, rebuild;
+# an old pin fails loudly once Debian's archive drops that version.
 ARG JRE_VERSION=17.0.21.1+2-1~deb12u1
 RUN apt-get update \
  && apt-get install -y --no-install-recommends "openjdk-17-jre-headless=${JRE_VERSION}" \

@@ -1,4 +1,4 @@
-"""``dev/image build|lock|rootfs``: build the Dockerfile's targets here, cached by their inputs.
+"""``dev/image build|lock|jre-version|rootfs``: build the Dockerfile's targets here, cached by their inputs.
 
 Why: the image is what a cluster runs, and tests should run it. ``build`` makes the local
 bases (``imagebase``), then ``buildah bud --isolation chroot --layers`` builds ``runtime``
@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -239,6 +240,22 @@ def lock_cmd() -> None:
     imagelock.lock()
     for lock in (imagelock.IMAGE_LOCK, imagelock.COMPACTOR_LOCK):
         click.echo(f"{lock.relative_to(paths.REPO)}: {len(imagelock.pins(lock.read_text()))} pins")
+
+
+@main.command("jre-version")
+def jre_version_cmd() -> None:
+    """Print the openjdk-17-jre-headless version the base's apt installs today (the Dockerfile's JRE_VERSION)."""
+    ctr = buildah.run("from", "--pull-never", imagebase.python_image())
+    try:
+        script = "apt-get update -qq >/dev/null && apt-cache policy openjdk-17-jre-headless"
+        policy = buildah.run("run", "--isolation", "chroot", ctr, "--", "sh", "-c", script)
+    finally:
+        subprocess.run(buildah.argv("rm", ctr), capture_output=True)
+    candidate = re.search(r"Candidate:\s*(\S+)", policy)
+    if candidate is None:
+        click.echo(f"error: no candidate in:\n{policy}", err=True)
+        sys.exit(1)
+    click.echo(candidate.group(1))
 
 
 @main.command("rootfs")
