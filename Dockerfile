@@ -38,25 +38,23 @@ RUN python -m venv /opt/baton
 COPY requirements/image.lock /tmp/image.lock
 RUN /opt/baton/bin/pip install --require-hashes --no-deps -r /tmp/image.lock
 
-# ---------------------------------------------------------------- build: the project, no dependency resolution
-FROM deps AS build
-WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY baton/ baton/
-RUN /opt/baton/bin/pip install --no-deps --no-build-isolation .
-
-# ---------------------------------------------------------------- compactor-build: + the [compactor] extra (pyspark)
+# ---------------------------------------------------------------- compactor-deps: + the [compactor] extra (pyspark)
 FROM deps AS compactor-deps
 COPY requirements/compactor.lock /tmp/compactor.lock
 RUN /opt/baton/bin/pip install --require-hashes --no-deps --no-build-isolation -r /tmp/compactor.lock
 
-FROM compactor-deps AS compactor-build
+# ---------------------------------------------------------------- build: the project alone, no dependency resolution
+# Installed under /staging (pip --root), so the targets copy the locked venv (a layer that
+# changes with the lockfile only) and then this small tree: a source edit rebuilds megabytes.
+FROM deps AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY baton/ baton/
 # /opt/baton/compact.py: the job as a spark-submit script (runner SparkOperator's mainApplicationFile)
-RUN /opt/baton/bin/pip install --no-deps --no-build-isolation . \
- && ln -s "$(/opt/baton/bin/python -c 'import baton.compactor.cli as c; print(c.__file__)')" /opt/baton/compact.py
+RUN /opt/baton/bin/pip install --no-deps --no-build-isolation --root /staging . \
+ && site="$(/opt/baton/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+ && test -f "/staging$site/baton/compactor/cli.py" \
+ && ln -s "$site/baton/compactor/cli.py" /staging/opt/baton/compact.py
 
 # ---------------------------------------------------------------- image-base: what both targets share
 FROM ${PYTHON_IMAGE} AS image-base
@@ -79,7 +77,8 @@ RUN groupadd --system --gid 10001 baton \
 
 # ---------------------------------------------------------------- runtime: worker + operator
 FROM image-base AS runtime
-COPY --from=build /opt/baton /opt/baton
+COPY --from=deps /opt/baton /opt/baton
+COPY --from=build /staging/opt/baton /opt/baton
 COPY --chown=root:root examples/ /app/examples/
 WORKDIR /app
 USER 10001:10001
@@ -119,9 +118,11 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends "openjdk-17-jre-headless=${JRE_VERSION}" \
  && rm -rf /var/lib/apt/lists/* \
  && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java
-COPY --from=compactor-build /opt/baton /opt/baton
+COPY --from=compactor-deps /opt/baton /opt/baton
 COPY --from=spark-jars /jars/out/ /opt/baton/spark-jars/
 COPY --from=s3a-jars /jars/out/ /opt/baton/s3a-jars/
+# the project last: a source edit changes only this layer and the ones below
+COPY --from=build /staging/opt/baton /opt/baton
 COPY --chown=root:root examples/ /app/examples/
 # Spark 4 creates its session's artifact directory relative to the working directory: with a
 # read-only root that must be the writable /tmp (the Job's emptyDir), not /app.

@@ -82,7 +82,7 @@ def build(target: str) -> str:
         str(paths.REPO),
         log=str(LOG),
     )
-    prune_images()
+    prune_images(keep=name)
     return name
 
 
@@ -195,23 +195,33 @@ def prune_rootfs(keep: set[Path], newest: int = 4, idle_seconds: float = 86400.0
     return removed
 
 
-def prune_images(newest: int = 3) -> list[str]:
-    """Untag all but the ``newest`` few builds of each target; buildah's layer cache stays.
+def prune_images(keep: str, newest: int = 3, min_age_seconds: float = 86400.0) -> list[str]:
+    """Untag the builds of each target beyond the ``newest`` few images that are over a day old;
+    buildah's layer cache stays.
 
-    Why: each tree builds images of its own key, and old ones would pile up in the cache.
+    Why: each tree builds images of its own key, and old ones would pile up in the cache. A
+    day's grace, because another clone's test session may be using an older key right now;
+    and by image, not by name, since an unchanged target gets a second name on the same image.
     """
     removed: list[str] = []
     listed = json.loads(buildah.run("images", "--json"))
     for repo in TARGETS.values():
-        tagged = [
-            (str(img.get("createdatraw") or ""), name)
-            for img in listed
-            for name in img.get("names") or []
-            if name.startswith(f"{repo}:")
-        ]
-        for _, name in sorted(tagged, reverse=True)[newest:]:
-            subprocess.run(buildah.argv("rmi", name), capture_output=True)
-            removed.append(name)
+        images = sorted(
+            (
+                (str(img.get("createdatraw") or ""), int(img.get("created") or 0), img)
+                for img in listed
+                if any(n.startswith(f"{repo}:") for n in img.get("names") or [])
+            ),
+            key=lambda item: item[0],
+            reverse=True,
+        )
+        for _, created, img in images[newest:]:
+            names = [n for n in img.get("names") or [] if n.startswith(f"{repo}:")]
+            if keep in names or time.time() - created < min_age_seconds:
+                continue
+            for name in names:
+                subprocess.run(buildah.argv("rmi", name), capture_output=True)
+                removed.append(name)
     return removed
 
 

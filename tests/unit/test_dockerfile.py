@@ -102,7 +102,8 @@ def test_compactor_has_java_pyspark_and_the_kafka_connector() -> None:
 
     compactor = " ".join(_stages()["compactor"])
     assert "openjdk-17-jre-headless" in compactor
-    assert "COPY --from=compactor-build /opt/baton /opt/baton" in compactor
+    assert "COPY --from=compactor-deps /opt/baton /opt/baton" in compactor
+    assert "COPY --from=build /staging/opt/baton /opt/baton" in compactor
     assert "BATON_SPARK_JARS=" in compactor
     pinned = re.search(r'"pyspark==([\d.]+)"', (REPO / "pyproject.toml").read_text())
     locked = imagelock.pins(imagelock.COMPACTOR_LOCK.read_text())
@@ -127,7 +128,7 @@ def test_compactor_carries_s3a_for_the_hadoop_of_its_pyspark() -> None:
     assert f"{CLASSPATH_ENV}=/opt/baton/s3a-jars/*" in compactor
     assert f"{CLASSPATH_ENV}={S3A_CLASSPATH}" in compactor, "the SparkApplication's class path"
     entry = MAIN_FILE.removeprefix("local://")
-    assert entry in " ".join(stages["compactor-build"]), "the SparkApplication's entry point"
+    assert entry in " ".join(stages["build"]), "the SparkApplication's entry point"
 
 
 def test_dockerignore_lets_in_exactly_what_is_copied() -> None:
