@@ -11,28 +11,53 @@
 #   docker build -t baton .                          # `runtime` (the default, last-but-one stage)
 #   docker build --target compactor -t baton-compactor .   # + a JRE, pyspark and the Kafka connector
 #
-# The base is pinned by version (bump PYTHON_IMAGE deliberately; pin the digest in CI
-# with `docker buildx imagetools inspect` when publishing). Everything runs as UID 10001,
+# Pinned and reproducible: the base images by digest (the tag in the comment above each);
+# the Python dependencies from hashed lockfiles (requirements/*.lock, `dev/image lock`),
+# then the project itself with --no-deps; the JRE at an exact Debian version (JRE_VERSION).
+# `dev/image build` builds both targets here with buildah from local stand-ins of the two
+# bases (--build-arg PYTHON_IMAGE=..., MAVEN_IMAGE=...). Everything runs as UID 10001,
 # the UID the operator's Pods declare (baton/operator/constants.py RUN_AS_USER), with a
 # read-only root filesystem: nothing below writes outside /tmp and /var/lib/baton.
 
-ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
-ARG MAVEN_IMAGE=maven:3.9.11-eclipse-temurin-17
+# The digests are the ones public projects pin for these tags (the tags are re-pushed: check
+# with `docker buildx imagetools inspect <tag>` when bumping, and pin the index digest).
+# python:3.11.13-slim-bookworm
+ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm@sha256:86adf8dbadc3d6e82ee5dd2c74bec2e1c2467cdad47886280501df722372d2e1
+# maven:3.9.11-eclipse-temurin-17
+ARG MAVEN_IMAGE=maven:3.9.11-eclipse-temurin-17@sha256:e4a7ace3dc0d645ed97f8d9ad0b0d3f0b14fa8d150138f27f116d7105a639b82
 
-# ---------------------------------------------------------------- build: wheels into a venv
-FROM ${PYTHON_IMAGE} AS build
+# ---------------------------------------------------------------- deps: the locked dependencies into a venv
+# A layer of its own that changes only with the lockfile, so editing baton/ rebuilds none of it.
+FROM ${PYTHON_IMAGE} AS deps
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
-WORKDIR /src
-# rocksdict and confluent-kafka ship manylinux wheels: no compiler is needed.
+# rocksdict and confluent-kafka ship manylinux wheels: no compiler is needed. The lockfile
+# also pins the build backend (setuptools, wheel), so nothing below resolves anything.
 RUN python -m venv /opt/baton
+COPY requirements/image.lock /tmp/image.lock
+RUN /opt/baton/bin/pip install --require-hashes --no-deps -r /tmp/image.lock
+
+# ---------------------------------------------------------------- compactor-deps: + the [compactor] extra (pyspark)
+FROM deps AS compactor-deps
+COPY requirements/compactor.lock /tmp/compactor.lock
+RUN /opt/baton/bin/pip install --require-hashes --no-deps --no-build-isolation -r /tmp/compactor.lock
+
+# ---------------------------------------------------------------- build: the project alone, no dependency resolution
+# Installed under /staging (pip --root), so the targets copy the locked venv (a layer that
+# changes with the lockfile only) and then this small tree: a source edit rebuilds megabytes.
+FROM deps AS build
+WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY baton/ baton/
-RUN /opt/baton/bin/pip install ".[operator]"
+# /opt/baton/compact.py: the job as a spark-submit script (runner SparkOperator's mainApplicationFile)
+RUN /opt/baton/bin/pip install --no-deps --no-build-isolation --root /staging . \
+ && site="$(/opt/baton/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+ && test -f "/staging$site/baton/compactor/cli.py" \
+ && ln -s "$site/baton/compactor/cli.py" /staging/opt/baton/compact.py
 
-# ---------------------------------------------------------------- runtime: worker + operator
-FROM ${PYTHON_IMAGE} AS runtime
+# ---------------------------------------------------------------- image-base: what both targets share
+FROM ${PYTHON_IMAGE} AS image-base
 LABEL org.opencontainers.image.title="baton" \
       org.opencontainers.image.description="Stateful stream applications on Kafka in Python: worker and operator" \
       org.opencontainers.image.source="https://github.com/baton-dev/baton" \
@@ -49,7 +74,11 @@ RUN groupadd --system --gid 10001 baton \
  && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin baton \
  && mkdir -p /var/lib/baton /app \
  && chown 10001:10001 /var/lib/baton
-COPY --from=build /opt/baton /opt/baton
+
+# ---------------------------------------------------------------- runtime: worker + operator
+FROM image-base AS runtime
+COPY --from=deps /opt/baton /opt/baton
+COPY --from=build /staging/opt/baton /opt/baton
 COPY --chown=root:root examples/ /app/examples/
 WORKDIR /app
 USER 10001:10001
@@ -80,18 +109,24 @@ RUN printf '%s\n' \
  && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=/jars/out
 
 # ---------------------------------------------------------------- compactor: runtime + JRE + pyspark
-FROM runtime AS compactor
-USER 0
-# hadolint ignore=DL3008
+FROM image-base AS compactor
+# The JRE at an exact Debian version (bookworm-security's current one when pinned). To bump:
+# `dev/image jre-version` (apt-cache policy's Candidate in the base), set it here, rebuild;
+# an old pin fails loudly once Debian's archive drops that version.
+ARG JRE_VERSION=17.0.21.1+2-1~deb12u1
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+ && apt-get install -y --no-install-recommends "openjdk-17-jre-headless=${JRE_VERSION}" \
  && rm -rf /var/lib/apt/lists/* \
  && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java
-# /opt/baton/compact.py: the job as a spark-submit script (runner SparkOperator's mainApplicationFile)
-RUN /opt/baton/bin/pip install --no-cache-dir "pyspark==4.0.0" \
- && ln -s "$(/opt/baton/bin/python -c 'import baton.compactor.cli as c; print(c.__file__)')" /opt/baton/compact.py
+COPY --from=compactor-deps /opt/baton /opt/baton
 COPY --from=spark-jars /jars/out/ /opt/baton/spark-jars/
 COPY --from=s3a-jars /jars/out/ /opt/baton/s3a-jars/
+# the project last: a source edit changes only this layer and the ones below
+COPY --from=build /staging/opt/baton /opt/baton
+COPY --chown=root:root examples/ /app/examples/
+# Spark 4 creates its session's artifact directory relative to the working directory: with a
+# read-only root that must be the writable /tmp (the Job's emptyDir), not /app.
+WORKDIR /tmp
 # spark.jars accepts globs; baton.compactor.session reads BATON_SPARK_JARS. The S3A jars go on
 # the class path (a JVM class path takes dir/*): baton.compactor.s3a reads BATON_SPARK_CLASSPATH.
 ENV JAVA_HOME=/opt/java \

@@ -150,3 +150,29 @@ def operator(kube: Kube, kubectl: KubectlFn, namespace: str, tmp_path: Path) -> 
         kube.kubeconfig,
         lambda: kubectl("delete", "sapp", "--all", "-n", namespace, "--timeout=30s", check=False),
     )
+
+
+def _image(target: str) -> str:
+    """The Dockerfile's ``target`` built here (dev/image: cached by its inputs, so once per tree)."""
+    from batondev import debtools, image
+    from batondev.requirements import MissingTool
+
+    try:
+        debtools.ensure("runc")  # the tests that use the image run it under runc
+        return image.build(target)
+    except MissingTool as exc:  # names the tool and the install step
+        pytest.fail(f"cannot build the {target} image: {exc}", pytrace=False)
+    except RuntimeError as exc:
+        pytest.fail(f"building the {target} image failed (log: {image.LOG}):\n{exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def runtime_image() -> str:
+    """The local name of the ``runtime`` image of this tree (``localhost/baton:<inputs hash>``)."""
+    return _image("runtime")
+
+
+@pytest.fixture(scope="session")
+def compactor_image() -> str:
+    """The local name of the ``compactor`` image of this tree."""
+    return _image("compactor")

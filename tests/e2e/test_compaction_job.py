@@ -3,10 +3,10 @@ runner, snapshots the changelogs into an object store (the stack's MinIO, creden
 Secret); a worker whose state volume is lost restores from that snapshot (the metric shows
 how little it replayed) and counts stay exact.
 
-Everything is the real thing except the container runtime: the pod runner runs the Job's
-``baton compact`` (PySpark in local mode, S3A) and the workers' ``baton run`` (pyarrow's S3)
-as processes, and stands in for the compactor image's ENV (the connector and S3A jars) with
-``--image-env``.
+Everything is the real thing: the pod runner runs the Job's ``baton compact`` (PySpark in
+local mode, S3A) from the compactor image and the workers' ``baton run`` (pyarrow's S3) from
+the runtime image, both built from the Dockerfile (dev/image), each container under runc (the
+pod runner's OCI mode): the JRE, pyspark, the connector and S3A jars are the image's own.
 """
 
 from __future__ import annotations
@@ -21,13 +21,11 @@ from typing import Any
 import orjson
 import pytest
 from batondev import objectstore, paths
-from batondev import spark as spark_jars
 from batondev.podrunner import harness, portmap
 from batondev.podrunner.volumes import Layout
 from pyarrow import fs as pafs
 
 from baton.compactor.cronjob import compactor_name
-from baton.compactor.s3a import CLASSPATH_ENV
 from baton.operator.builders.statefulset import STATE_VOLUME
 from baton.testing import produce, read_all, wait_for
 from baton.worker.state.snapshot_fs import open_store
@@ -83,6 +81,8 @@ def _restored_records(kubectl: KubectlFn, namespace: str) -> float:
 
 
 def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_it(  # noqa: PLR0917
+    runtime_image: str,
+    compactor_image: str,
     kube: Any,
     kubectl: KubectlFn,
     namespace: str,
@@ -104,6 +104,7 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
     store = f"s3a://{objectstore.BUCKET}/{unique_name}"
     manifest = example_manifest(
         namespace,
+        image=runtime_image,
         kafka={"bootstrapServers": kafka_bootstrap},
         applicationId=unique_name,
         replicas=1,
@@ -113,6 +114,7 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
         upgrade={"strategy": "Rolling"},
         compaction={
             "enabled": True,
+            "image": compactor_image,
             "snapshotStore": store,
             "objectStore": {
                 "endpoint": endpoint,
@@ -136,13 +138,7 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
         worker={"writeCache": False},
     )
     producer = Clicks(kafka_bootstrap, clicks_topic)
-    image_env = [
-        "--image-env",
-        f"BATON_SPARK_JARS={','.join(spark_jars.jars())}",
-        "--image-env",
-        f"{CLASSPATH_ENV}={spark_jars.s3a_classpath()}",
-    ]
-    with harness.running(namespace, log_dir=tmp_path, extra=image_env):
+    with harness.running(namespace, log_dir=tmp_path, extra=["--runtime", "runc"]):
         operator = start_operator(tmp_path, namespace, kube.kubeconfig, "operator")
         try:
             apply(kubectl, keys)
@@ -156,7 +152,21 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
 
             cronjob = compactor_name({"metadata": {"name": APP}})
             kubectl("create", "job", "compact-1", f"--from=cronjob/{cronjob}", "-n", namespace)
-            kubectl("wait", "--for=condition=complete", "job/compact-1", "-n", namespace, "--timeout=240s")
+            kubectl(
+                "wait",
+                "--for=condition=complete",
+                "job/compact-1",
+                "-n",
+                namespace,
+                "--timeout=240s",
+                timeout=250,
+            )
+            (job_pod,) = get_json(kubectl, "pods", "-n", namespace, "-l", "job-name=compact-1")["items"]
+            assert job_pod["spec"]["containers"][0]["image"] == compactor_image
+            job_log = Layout(paths.RUN / "podrunner").log_file(
+                namespace, job_pod["metadata"]["name"], "compactor"
+            )
+            assert "[runc] baton compact" in job_log.read_text(errors="replace"), "the Job ran from the image"
             compaction = get_json(kubectl, "sapp", APP, "-n", namespace)["status"]["compaction"]
             assert compaction["liveKeys"] == len(producer.sent), compaction
             assert compaction["recordsRead"] == changelog_records and compaction["snapshotsWritten"] == 2

@@ -1,7 +1,8 @@
 """A blue-green deploy through the operator, end to end, with every part real.
 
 The real API server and controllers, the real broker, `baton operator` as a subprocess, and
-the pod runner (dev/podrunner) running the StatefulSets' Pods as `baton run` processes with
+the pod runner (dev/podrunner) running the StatefulSets' Pods from the runtime image built
+from the Dockerfile (dev/image), each container under runc (the pod runner's OCI mode), with
 the env the operator's builders set. Clicks flow in at a steady rate while the spec changes:
 the operator updates the idle color, waits until it is ready and caught up, flips, and later
 upgrades the old color; a rollback annotation flips back. The read_committed counts at the
@@ -64,6 +65,14 @@ class Clicks:
         self._thread.join(30)
 
 
+def worker_log(namespace: str) -> str:
+    """The blue worker's container log, whose start banners name the OCI runtime that ran it."""
+    from batondev import paths
+
+    log = paths.RUN / "podrunner" / namespace / "click-counter-blue-0" / "worker.log"
+    return log.read_text(errors="replace") if log.exists() else ""
+
+
 def status(kubectl: KubectlFn, namespace: str) -> dict[str, Any]:
     st: dict[str, Any] = get_json(kubectl, "sapp", "click-counter", "-n", namespace).get("status", {})
     return st
@@ -81,6 +90,7 @@ def reasons(kubectl: KubectlFn, namespace: str) -> set[str]:
 
 
 def test_blue_green_deploy_through_the_operator(  # noqa: PLR0917 (fixtures)
+    runtime_image: str,
     kube: Any,
     kubectl: KubectlFn,
     namespace: str,
@@ -93,6 +103,7 @@ def test_blue_green_deploy_through_the_operator(  # noqa: PLR0917 (fixtures)
     clicks_topic, counts_topic = new_topic(partitions=4), new_topic(partitions=4)
     manifest = example_manifest(
         namespace,
+        image=runtime_image,
         kafka={"bootstrapServers": kafka_bootstrap},
         applicationId=unique_name,
         replicas=1,
@@ -114,12 +125,13 @@ def test_blue_green_deploy_through_the_operator(  # noqa: PLR0917 (fixtures)
         },
     )
     producer = Clicks(kafka_bootstrap, clicks_topic)
-    with harness.running(namespace, log_dir=tmp_path) as runner:
+    with harness.running(namespace, log_dir=tmp_path, extra=["--runtime", "runc"]) as runner:
         operator = start_operator(tmp_path, namespace, kube.kubeconfig, "operator")
         try:
             apply(kubectl, manifest)
             kubectl("wait", "--for=condition=Ready", "sapp/click-counter", "-n", namespace, "--timeout=100s")
             assert status(kubectl, namespace)["activeColor"] == "blue"
+            assert "[runc] baton run" in worker_log(namespace), "Pods ran from the image"
             producer.batch(500)
             wait_for(
                 "blue's counts", lambda: counts(kafka_bootstrap, counts_topic) == dict(producer.sent), 60

@@ -9,7 +9,7 @@ creates. ``dev/podrunner`` fills that gap with real processes and the real API s
   (``--namespace``, ``--selector``, ``--all``; or lets kube-scheduler bind with
   ``--scheduler``) and creates a PersistentVolume per claim they use;
 * it runs each container's ``command`` + ``args`` as a local process (the image is ignored;
-  ``--image-env KEY=VALUE`` stands in for its ENV)
+  ``--image-env KEY=VALUE`` stands in for its ENV; see ``--runtime`` below for the image)
   with the Pod's env resolved as the kubelet would (downward API, Secrets, ConfigMaps,
   ``$(VAR)`` expansion), ``baton`` from the project's virtualenv first on ``PATH``;
 * volumes are local directories (``volumes``), ports are remapped per Pod (``portmap``),
@@ -30,7 +30,12 @@ Tests use ``harness.running(namespace)``: a runner with a Node of its own per te
 container's pid is in its status (``containerID: podrunner://<pid>``); its log is
 ``~/.cache/baton/run/podrunner/<namespace>/<pod>/<container>.log``.
 
-It is not a container runtime: no isolation, no image, no resource limits. It is good
-enough that the operator, the StatefulSet controller and the tests see Pods that behave
+By default it is not a container runtime: no isolation, no image, no resource limits. It is
+good enough that the operator, the StatefulSet controller and the tests see Pods that behave
 like Pods: they start, become Ready, crash, restart, keep their volume and go away.
+
+``--runtime runc`` (or ``crun``; env ``BATON_PODRUNNER_RUNTIME``) runs each container from
+its image instead (``ocirun``, ``ocispec``): the image built by ``dev/image`` and named in
+the Pod, its rootfs read-only, the securityContext's user, capabilities and privileges,
+volumes mounted at their mountPaths, the host's network with the same remapped ports.
 """

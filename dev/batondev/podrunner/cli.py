@@ -7,6 +7,7 @@ so the demo and tests can leave it running and ``stop`` it later.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -62,6 +63,14 @@ def _options(f: click.decorators.FC) -> click.decorators.FC:
                 help="Containers' cwd and PYTHONPATH (stands in for the image's code). Default: the repo.",
             ),
             click.option(
+                "--runtime",
+                type=click.Choice(["process", "runc", "crun"]),
+                default=lambda: os.environ.get("BATON_PODRUNNER_RUNTIME", "process"),
+                show_default="process, or $BATON_PODRUNNER_RUNTIME",
+                help="process: each container's command as a local process (fast, no image). "
+                "runc/crun: each container from its image (built by dev/image) under that OCI runtime.",
+            ),
+            click.option(
                 "--image-env",
                 "image_env",
                 multiple=True,
@@ -87,6 +96,7 @@ def _build(
     backoff_cap: float,
     workdir: Path | None,
     image_env: tuple[str, ...] = (),
+    runtime: str = "process",
 ) -> Options:
     from batondev.podrunner.runner import Options  # kubernetes is slow to import: only when needed
 
@@ -102,6 +112,7 @@ def _build(
         backoff_base=backoff_base,
         backoff_cap=backoff_cap,
         image_env=dict(_key_value(item) for item in image_env),
+        runtime=runtime,
     )
     if workdir is not None:
         options.workdir = workdir.resolve()

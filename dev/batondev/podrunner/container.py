@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import shlex
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from batondev.podrunner import probes, process
+from batondev.podrunner import ocirun, ocispec, probes, process
 from batondev.podrunner.envresolve import ConfigError
 from batondev.podrunner.status import ContainerView
 
@@ -36,6 +37,8 @@ class Launch:
     log: Path
     readiness: Mapping[str, Any] | None
     liveness: Mapping[str, Any] | None
+    oci: ocirun.OciLaunch | None = None  # OCI mode: run this under the runtime, argv/env are the container's
+    runtime: ocirun.OciRuntime | None = None
 
 
 @dataclass
@@ -91,13 +94,17 @@ class Container:
     def _start(self, now: float) -> None:
         try:
             launch = self.launch()
-        except ConfigError as exc:
+        except (ConfigError, ocispec.ImageConfigError) as exc:
             self.view.state, self.view.reason, self.view.message = (
                 "waiting",
                 "CreateContainerConfigError",
                 str(exc),
             )
             self.next_start = now + 2.0
+            return
+        except ocirun.ImageMissing as exc:
+            self.view.state, self.view.reason, self.view.message = "waiting", "ErrImageNeverPull", str(exc)
+            self.next_start = now + 5.0
             return
         if not launch.argv:
             self.view.state, self.view.reason = "waiting", "CreateContainerError"
@@ -106,15 +113,17 @@ class Container:
             return
         if self.view.ever_started:
             self.view.restart_count += 1
+        banner = shlex.join(launch.argv).replace("\n", "\\n")[:300]
         try:
-            self.proc = process.start(
-                launch.argv,
-                env=launch.env,
-                cwd=launch.cwd,
-                log=launch.log,
-                banner=shlex.join(launch.argv).replace("\n", "\\n")[:300],
-            )
-        except OSError as exc:
+            if launch.oci is not None and launch.runtime is not None:
+                self.proc = launch.runtime.start(
+                    launch.oci, env=launch.env, log=launch.log, banner=f"[{launch.runtime.binary}] {banner}"
+                )
+            else:
+                self.proc = process.start(
+                    launch.argv, env=launch.env, cwd=launch.cwd, log=launch.log, banner=banner
+                )
+        except (OSError, subprocess.CalledProcessError) as exc:
             self.view.state, self.view.reason, self.view.message = "waiting", "RunContainerError", str(exc)
             self.next_start = now + 2.0
             return

@@ -100,7 +100,7 @@ def running(
     handle = RunnerHandle(node=node, popen=popen, log=log)
     try:
         deadline = time.monotonic() + 30
-        while f"node {node} ready;" not in handle.tail(5) and time.monotonic() < deadline:
+        while f"node {node} ready (" not in handle.tail(5) and time.monotonic() < deadline:
             if not handle.alive():
                 raise RuntimeError(f"podrunner exited at start-up:\n{handle.tail()}")
             time.sleep(0.1)

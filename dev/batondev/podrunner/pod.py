@@ -21,7 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from batondev.podrunner import claims, envresolve, portmap, probes, process, rewrite, volfill, volumes
+from batondev.podrunner import (
+    claims,
+    envresolve,
+    ocirun,
+    ocispec,
+    portmap,
+    probes,
+    process,
+    rewrite,
+    volfill,
+    volumes,
+)
 from batondev.podrunner.container import Container, Launch, Policy
 from batondev.podrunner.kubeapi import Api
 from batondev.podrunner.node import capacity
@@ -45,6 +56,7 @@ class Context:
     backoff_cap: float
     log: Callable[[str], None]
     image_env: dict[str, str] = field(default_factory=dict)  # the image's ENV: below the Pod's env
+    oci: ocirun.OciRuntime | None = None  # OCI mode: containers run from their images (ocirun)
 
 
 class PodWorker(threading.Thread):
@@ -251,6 +263,8 @@ class PodWorker(threading.Thread):
 
     def _launch(self, spec: Mapping[str, Any]) -> Launch:
         """Env, argv and cwd of one start of ``spec``, rewritten for this host (see ``rewrite``)."""
+        if self.ctx.oci is not None:
+            return self._launch_oci(spec, self.ctx.oci)
         pod = self.pod
         meta = pod["metadata"]
         mounts = volumes.mounts(spec, self.dirs)
@@ -291,6 +305,124 @@ class PodWorker(threading.Thread):
             readiness=_rewrite_probe(spec.get("readinessProbe"), mounts),
             liveness=_rewrite_probe(spec.get("livenessProbe"), mounts),
         )
+
+    def _launch_oci(self, spec: Mapping[str, Any], runtime: ocirun.OciRuntime) -> Launch:
+        """One start of ``spec`` from its image: volumes at their real mountPaths, so only
+        ports are rewritten (the container shares the host's network, see ``ocispec``)."""
+        pod = self.pod
+        meta = pod["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        rootfs, image = runtime.image(spec.get("image") or "")
+        env = envresolve.resolve_env(pod, spec, self.ctx.api.data, _node_resources())
+        env = rewrite.rewrite_env_ports(env, self.ports)
+        pod_dir = self.ctx.layout.pod_dir(ns, name)
+        files = {"/etc/hosts": _hosts_file(pod_dir, name)}
+        base = {"HOSTNAME": name, process.NODE_ENV: self.ctx.node, "BATON_PODRUNNER_POD": self.key}
+        mounts = volumes.mounts(spec, self.dirs)
+        for local in mounts.values():  # a bind needs its source: a new claim's directory, a subPath
+            local.mkdir(parents=True, exist_ok=True)
+        sa = mounts.get(volfill.SA_DIR)
+        if sa is not None and (sa / "token").exists():
+            kubeconfig = pod_dir / "kubeconfig"
+            kubeconfig.write_text(
+                volfill.kubeconfig_for(self.ctx.api.server, sa).replace(str(sa), volfill.SA_DIR)
+            )
+            files[KUBECONFIG_PATH] = kubeconfig
+            base["KUBECONFIG"] = KUBECONFIG_PATH
+        full = {**image.env, **base, **env}
+        argv = envresolve.expand_all(ocispec.argv(spec, image), full)
+        argv = rewrite.rewrite_arg_ports(argv, self.ports)
+        _apply_fs_group(pod, self.dirs)
+        cid = f"{self.ctx.node}.{ns}.{name}.{spec['name']}"
+        read_only = {
+            m["mountPath"]
+            for m in spec.get("volumeMounts") or []
+            if m.get("readOnly") or self._filled(m["name"])
+        }
+        config = ocispec.config(
+            pod=pod,
+            container=spec,
+            image=image,
+            rootfs=rootfs,
+            args=argv,
+            env={**base, **env},
+            binds=mounts,
+            read_only_binds=read_only,
+            files=files,
+            hostname=name,
+        )
+        writable_root = not config["root"]["readonly"]
+        return Launch(
+            argv=argv,
+            env=full,
+            cwd=pod_dir,
+            log=self.ctx.layout.log_file(ns, name, spec["name"]),
+            readiness=_exec_inside(spec.get("readinessProbe"), runtime, cid),
+            liveness=_exec_inside(spec.get("livenessProbe"), runtime, cid),
+            oci=ocirun.OciLaunch(
+                cid=cid,
+                bundle=pod_dir / "oci" / spec["name"],
+                config=config,
+                lower=rootfs,
+                overlay=writable_root,
+            ),
+            runtime=runtime,
+        )
+
+    def _filled(self, volume: str) -> bool:
+        """Secret, configMap, projected and downwardAPI volumes are mounted read-only, as the kubelet does."""
+        for vol in self.pod["spec"].get("volumes") or []:
+            if vol["name"] == volume:
+                return any(kind in vol for kind in FILLED_KINDS)
+        return False
+
+
+KUBECONFIG_PATH = "/var/run/baton-podrunner/kubeconfig"
+
+
+def _hosts_file(pod_dir: Path, hostname: str) -> Path:
+    """The Pod's /etc/hosts, as the kubelet writes it: localhost and the Pod's own name."""
+    hosts = pod_dir / "hosts"
+    pod_dir.mkdir(parents=True, exist_ok=True)
+    hosts.write_text(f"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n127.0.0.1\t{hostname}\n")
+    return hosts
+
+
+def _apply_fs_group(pod: Mapping[str, Any], dirs: Mapping[str, Path]) -> None:
+    """What the kubelet does for volumes: emptyDirs world-writable, ``fsGroup`` owning the rest
+    (group read-write, setgid directories), so a non-root container can write its state."""
+    ctx = pod["spec"].get("securityContext") or {}
+    fs_group = ctx.get("fsGroup")
+    for vol in pod["spec"].get("volumes") or []:
+        local = dirs.get(vol["name"])
+        if local is None or "hostPath" in vol or not local.exists():
+            continue
+        if "emptyDir" in vol:
+            local.chmod(0o777)
+        if fs_group is None:
+            continue
+        top = local.stat()
+        if (
+            ctx.get("fsGroupChangePolicy") == "OnRootMismatch"
+            and top.st_gid == int(fs_group)
+            and top.st_mode & 0o2070 == 0o2070
+        ):
+            continue  # already done: the kubelet skips the walk too
+        for path in [local, *local.rglob("*")]:
+            if path.is_symlink():
+                continue
+            os.chown(path, -1, int(fs_group))
+            mode = path.stat().st_mode
+            path.chmod((mode | 0o2070) & 0o7777 if path.is_dir() else (mode | 0o060) & 0o7777)
+
+
+def _exec_inside(
+    probe: Mapping[str, Any] | None, runtime: ocirun.OciRuntime, cid: str
+) -> Mapping[str, Any] | None:
+    """An ``exec`` probe runs inside the container (``<runtime> exec``); the others are unchanged."""
+    if probe is None or "exec" not in probe:
+        return probe
+    return {**probe, "exec": {"command": runtime.exec_argv(cid, list(probe["exec"].get("command") or []))}}
 
 
 def _rewrite_probe(probe: Mapping[str, Any] | None, mounts: Mapping[str, Path]) -> Mapping[str, Any] | None:

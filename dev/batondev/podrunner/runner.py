@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from batondev import paths
+from batondev import debtools, paths
 from batondev.paths import REPO
 from batondev.podrunner import claims, portmap, process, volumes
 from batondev.podrunner.kubeapi import Api
 from batondev.podrunner.node import NodeAgent, node_object
+from batondev.podrunner.ocirun import OciRuntime
 from batondev.podrunner.pod import Context, PodWorker
 
 
@@ -42,6 +43,7 @@ class Options:
     backoff_cap: float = 30.0
     shutdown_grace: float = 10.0
     image_env: dict[str, str] = field(default_factory=dict)  # stands in for the image's ENV
+    runtime: str = "process"  # or an OCI runtime (runc, crun): containers run from their images
 
 
 def log(message: str) -> None:
@@ -66,6 +68,14 @@ def wants_binding(pod: dict[str, Any], labels: dict[str, str]) -> bool:
     )
 
 
+def _oci(options: Options) -> OciRuntime | None:
+    """The OCI runtime of ``--runtime runc|crun`` (installed from Debian's packages if missing)."""
+    if options.runtime == "process":
+        return None
+    debtools.ensure(options.runtime, "buildah")
+    return OciRuntime(state=options.root / ".oci-state" / options.node, binary=options.runtime)
+
+
 class Runner:
     def __init__(self, options: Options) -> None:
         self.options = options
@@ -83,6 +93,7 @@ class Runner:
             backoff_cap=options.backoff_cap,
             log=log,
             image_env=options.image_env,
+            oci=_oci(options),
         )
         self.workers: dict[str, PodWorker] = {}
         self._lock = threading.Lock()
@@ -190,7 +201,7 @@ class Runner:
         for t in threads:
             t.start()
         log(
-            f"node {self.options.node} ready; running pods in {', '.join(self.options.namespaces) or 'all namespaces'}"
+            f"node {self.options.node} ready ({self.options.runtime} mode); running pods in {', '.join(self.options.namespaces) or 'all namespaces'}"
             f"{' matching ' + self.options.selector if self.options.selector else ''}; "
             f"{'kube-scheduler binds' if self.options.scheduler else 'binding them myself'}"
         )

@@ -20,6 +20,7 @@ from batondev.podrunner import envresolve
 TokenSource = Callable[[str, str, str | None, int, Mapping[str, Any]], str]
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+DEFAULT_MODE = 0o644  # a volume's defaultMode when it names none (the API's 420)
 
 
 def _write(directory: Path, rel: str, content: str | bytes, mode: int | None) -> None:
@@ -49,6 +50,8 @@ def fill(
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
     namespace = pod["metadata"]["namespace"]
+    # the API's default (420) when the volume names none: non-root containers can read the files
+    default_mode = int(volume.get("projected", {}).get("defaultMode") or DEFAULT_MODE)
     sources: list[Mapping[str, Any]] = (
         (volume["projected"].get("sources") or []) if "projected" in volume else [volume]
     )
@@ -65,7 +68,8 @@ def fill(
                         f"{kind.lower()} {name!r} for volume {volume['name']!r} not found"
                     )
                 for rel, content, mode in _items(data, ref.get("items")):
-                    _write(directory, rel, content, mode if mode is not None else ref.get("defaultMode"))
+                    fallback = ref.get("defaultMode") if "projected" not in volume else default_mode
+                    _write(directory, rel, content, mode if mode is not None else fallback or DEFAULT_MODE)
         if "downwardAPI" in source:
             for item in source["downwardAPI"].get("items") or []:
                 if "fieldRef" in item:
@@ -73,7 +77,7 @@ def fill(
                         directory,
                         item["path"],
                         envresolve.field_value(pod, item["fieldRef"]["fieldPath"]),
-                        None,
+                        item.get("mode") or default_mode,
                     )
         if "serviceAccountToken" in source:
             sat = source["serviceAccountToken"]
@@ -84,7 +88,7 @@ def fill(
                 int(sat.get("expirationSeconds") or 3600),
                 pod,
             )
-            _write(directory, sat.get("path") or "token", value, None)
+            _write(directory, sat.get("path") or "token", value, default_mode)
 
 
 def kubeconfig_for(server: str, token_dir: Path) -> str:

@@ -1,0 +1,52 @@
+"""buildah with its storage under ``~/.cache/baton/buildah/`` (never the host's /var/lib/containers).
+
+Why: images built for tests are caches like every other install of the stack: kept between
+runs on one machine, shared by clones, and gone with the cache folder, without touching a
+container setup the machine may have for other work.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+from . import debtools, paths
+
+ROOT = paths.CACHE / "buildah"
+
+
+def argv(*args: str) -> list[str]:
+    return [
+        "buildah",
+        "--root",
+        str(ROOT / "storage"),
+        "--runroot",
+        str(ROOT / "run"),
+        "--storage-driver",
+        "overlay",
+        *args,
+    ]
+
+
+def run(*args: str, log: str | None = None) -> str:
+    """Run buildah; its stdout, or an error carrying the tail of its output."""
+    debtools.ensure("buildah")
+    out = subprocess.run(argv(*args), capture_output=True, text=True)
+    if log:
+        with open(log, "a") as fh:
+            fh.write(f"$ buildah {' '.join(args)}\n{out.stdout}\n{out.stderr}\n")
+    if out.returncode != 0:
+        tail = "\n".join((out.stdout + out.stderr).splitlines()[-40:])
+        raise RuntimeError(f"buildah {' '.join(args[:3])} ... failed ({out.returncode}):\n{tail}")
+    return out.stdout.strip()
+
+
+def exists(image: str) -> bool:
+    debtools.ensure("buildah")
+    return subprocess.run(argv("inspect", "--type", "image", image), capture_output=True).returncode == 0
+
+
+def inspect(image: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(run("inspect", "--type", "image", image))
+    return data

@@ -1,0 +1,45 @@
+"""Host tools from Debian's packages (buildah, runc or crun, debootstrap), their .debs cached.
+
+Why: a fresh CI machine has none of them, and the image build and the OCI pod mode need
+them. ``apt-get`` downloads into ``~/.cache/baton/debs-tools/`` instead of its own archive
+(which Debian's container images empty after every install), so a machine that keeps the
+cache installs from the local files without downloading them again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+from . import paths
+from .requirements import MissingTool
+
+DEBS = paths.CACHE / "debs-tools"
+# command -> the Debian package that provides it
+PACKAGES = {"buildah": "buildah", "crun": "crun", "runc": "runc", "debootstrap": "debootstrap"}
+
+
+def _apt(args: list[str]) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    return subprocess.run(["apt-get", *args], capture_output=True, text=True, env=env)
+
+
+def ensure(*commands: str) -> None:
+    """Install the Debian packages of ``commands`` that are missing, or raise naming them."""
+    missing = [c for c in commands if shutil.which(c) is None]
+    if not missing:
+        return
+    packages = sorted({PACKAGES[c] for c in missing})
+    hint = f"`apt-get install -y --no-install-recommends {' '.join(packages)}` (Debian bookworm packages)"
+    if shutil.which("apt-get") is None or os.geteuid() != 0:
+        raise MissingTool(f"{', '.join(missing)} not on PATH and cannot be installed here: {hint}")
+    DEBS.mkdir(parents=True, exist_ok=True)
+    install = ["install", "-y", "--no-install-recommends", f"-o=Dir::Cache::Archives={DEBS}", *packages]
+    out = _apt(install)
+    if out.returncode != 0:  # no package lists yet (a fresh machine): update once, try again
+        _apt(["update", "-q"])
+        out = _apt(install)
+    if out.returncode != 0 or any(shutil.which(c) is None for c in missing):
+        tail = "\n".join((out.stdout + out.stderr).splitlines()[-15:])
+        raise MissingTool(f"{', '.join(missing)}: installing {' '.join(packages)} failed; {hint}\n{tail}")
