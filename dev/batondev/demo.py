@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from baton.testing import latest_by_key, produce, read_all, wait_for
 from batondev.paths import EXAMPLE, REPO
 
-from . import gobuild, kafka, kube, stack
+from . import debtools, gobuild, image, kafka, kube, stack
 from .podrunner import harness
 
 USERS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
@@ -150,7 +150,18 @@ def reset_namespaces() -> None:
 @click.option(
     "--events", default=20_000, show_default=True, help="Clicks to produce before and after the deploy"
 )
-def main(events: int) -> None:
+@click.option(
+    "--runtime",
+    type=click.Choice(["process", "runc"]),
+    default="process",
+    show_default=True,
+    help="How the pod runner runs containers: local processes, or the runtime image built from the "
+    "Dockerfile (dev/image) under runc, operator included",
+)
+@click.option(
+    "--keep-stack", is_flag=True, help="Use the running stack as it is instead of starting it fresh"
+)
+def main(events: int, runtime: str, keep_stack: bool) -> None:
     """Run the click counter through the operator on the local stack, deploy it blue-green, check the counts."""
     # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the pod runner and its processes are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -158,9 +169,20 @@ def main(events: int) -> None:
     say(
         "Local stack: Kafka (KRaft), etcd, kube-apiserver, controllers, helm (installed once into ~/.cache/baton)"
     )
-    spent = stack.up_components(["kafka", "kube", "helm"], fresh=True)
+    spent = stack.up_components(["kafka", "kube", "helm"], fresh=not keep_stack)
     click.echo("   " + ", ".join(f"{k} ready in {v:.1f}s" for k, v in spent.items()))
     bootstrap = kafka.bootstrap()
+    image_sets: list[str] = []
+    runner_args: list[str] = []
+    built = ""
+    if runtime == "runc":
+        say("The runtime image, built from the Dockerfile with buildah (cached by its inputs)")
+        debtools.ensure("runc")
+        built = image.build("runtime")
+        repository, _, tag = built.rpartition(":")
+        image_sets = ["--set", f"image.repository={repository}", "--set", f"image.tag={tag}"]
+        runner_args = ["--runtime", "runc"]
+        click.echo(f"   {built}: the operator's and the workers' Pods run from it under runc")
 
     say(f"Namespaces {OPERATOR_NS} (operator) and {APP_NS} (app); helm install of charts/baton")
     reset_namespaces()
@@ -174,6 +196,7 @@ def main(events: int) -> None:
         "operator.replicas=1",
         "--set",
         f"operator.watchNamespaces={{{APP_NS}}}",
+        *image_sets,
     )
     click.echo("   " + kubectl("get", "deploy", "-n", OPERATOR_NS, "-o", "name").stdout.strip())
 
@@ -184,10 +207,13 @@ def main(events: int) -> None:
         fut.result(30)
 
     exact = False
-    with harness.running(APP_NS, OPERATOR_NS) as runner:
-        say("Pod runner started: it runs the Pods the controllers create as local processes")
+    with harness.running(APP_NS, OPERATOR_NS, extra=runner_args) as runner:
+        how = "from the image under runc" if built else "as local processes"
+        say(f"Pod runner started: it runs the Pods the controllers create {how}")
         click.echo(f"   node {runner.node}, log {runner.log}")
         manifest = streamapp(bootstrap, clicks_topic, counts_topic, app_id)
+        if built:
+            manifest["spec"]["image"] = built
         say(
             f"kubectl apply of the click counter (applicationId {app_id}, topics {clicks_topic} -> {counts_topic})"
         )
