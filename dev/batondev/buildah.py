@@ -11,7 +11,7 @@ import json
 import subprocess
 from typing import Any
 
-from . import debtools, paths
+from . import debtools, paths, requirements
 
 ROOT = paths.CACHE / "buildah"
 
@@ -32,14 +32,9 @@ def argv(*args: str) -> list[str]:
 def run(*args: str, log: str | None = None) -> str:
     """Run buildah; its stdout, or an error carrying the tail of its output."""
     debtools.ensure("buildah")
-    out = subprocess.run(argv(*args), capture_output=True, text=True)
-    if log:
-        with open(log, "a") as fh:
-            fh.write(f"$ buildah {' '.join(args)}\n{out.stdout}\n{out.stderr}\n")
-    if out.returncode != 0:
-        tail = "\n".join((out.stdout + out.stderr).splitlines()[-40:])
-        raise RuntimeError(f"buildah {' '.join(args[:3])} ... failed ({out.returncode}):\n{tail}")
-    return out.stdout.strip()
+    return requirements.run(
+        argv(*args), log=log, tail_lines=40, what=f"buildah {' '.join(args[:3])} ..."
+    ).strip()
 
 
 def exists(image: str) -> bool:

@@ -27,14 +27,27 @@ def need(tool: str) -> str:
 
 
 def run(
-    cmd: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None, log: str | None = None
-) -> None:
-    """Run a build step; on failure raise with the tail of its output so the cause is visible."""
+    cmd: list[str],
+    *,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    log: str | None = None,
+    tail_lines: int = 30,
+    what: str | None = None,
+) -> str:
+    """Run a build step and return its stdout; on failure raise with the tail of its output so
+    the cause is visible (``what`` names the step in the error, the whole command by default)."""
     need(cmd[0])
     out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if log:
         with open(log, "a") as fh:
             fh.write(f"$ {' '.join(cmd)}\n{out.stdout}\n{out.stderr}\n")
     if out.returncode != 0:
-        tail = "\n".join((out.stdout + out.stderr).splitlines()[-30:])
-        raise RuntimeError(f"command failed ({out.returncode}): {' '.join(cmd)}\n{tail}")
+        tail = "\n".join((out.stdout + out.stderr).splitlines()[-tail_lines:])
+        head = (
+            f"{what} failed ({out.returncode}):"
+            if what
+            else f"command failed ({out.returncode}): {' '.join(cmd)}"
+        )
+        raise RuntimeError(f"{head}\n{tail}")
+    return out.stdout
