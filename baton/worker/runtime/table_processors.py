@@ -107,6 +107,20 @@ def joined(how: str, joiner: Callable[[Any, Any], Any], left: Any, right: Any) -
     return joiner(left, right)
 
 
+def store_change(
+    store: TaskStore, key_bytes: bytes, key: Any, value: Any, forward: Callable[[Any, Any], None]
+) -> None:
+    """Store a stored table's new row (None deletes it) and forward the change, with the row it replaced.
+
+    Deleting an absent row changes nothing, so nothing is forwarded then."""
+    old = store.get(key_bytes)
+    old = None if old is MISSING else old
+    if value is None and old is None:
+        return
+    store.put(key_bytes, key, value)
+    forward(key, Change(value, old))
+
+
 class TableSourceProcessor(Processor):
     """A processed table's records: stored (the write cache logs them), forwarded as changes at once."""
 
@@ -121,13 +135,7 @@ class TableSourceProcessor(Processor):
     def process(self, key: Any, value: Any) -> None:
         if key is None:
             return  # no row to update (Kafka Streams drops these too)
-        key_bytes = self.key_serialize(key)
-        old = self.store.get(key_bytes)
-        old = None if old is MISSING else old
-        if value is None and old is None:
-            return  # deleting an absent row changes nothing
-        self.store.put(key_bytes, key, value)
-        self.forward(key, Change(value, old))
+        store_change(self.store, self.key_serialize(key), key, value, self.forward)
 
 
 class TableFilterProcessor(Processor):
@@ -288,13 +296,7 @@ class ForeignKeyResultProcessor(Processor):
         """Store and forward the result for ``key`` (None deletes it)."""
         unmatched = left is None or (right is None and self.how != "left")
         result = None if unmatched else self.joiner(left, right)
-        key_bytes = self.key_serialize(key)
-        old = self.store.get(key_bytes)
-        old = None if old is MISSING else old
-        if result is None and old is None:
-            return
-        self.store.put(key_bytes, key, result)
-        self.forward(key, Change(result, old))
+        store_change(self.store, self.key_serialize(key), key, result, self.forward)
 
 
 class ForeignKeySubscribeProcessor(Processor):
