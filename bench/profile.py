@@ -46,7 +46,10 @@ STAGES = [
     ("commit (flush, transaction, offsets)", r"^_commit |^commit |committed_ok|^flush .*task\.py"),
     ("write cache (get, put, dirty entries)", r"task_store\.py"),
     ("aggregate (count's initializer, aggregator)", r"^_update |dsl\.py"),
-    ("dispatch (task.process, forward, sinks, gate)", r"^process |^forward |^allows "),
+    (
+        "dispatch (task.process_run, forward, sinks, gate)",
+        r"^process |^process_run |^_dispatch |^_run_end |^forward |^allows ",
+    ),
     ("consume + loop (confluent consume, batch bookkeeping)", r"^_loop |^consume "),
 ]
 
@@ -78,7 +81,7 @@ def analyse(raw: Path) -> dict[str, object]:
     main = unparsed = 0
     # "\n" only: str.splitlines() also breaks at \r, \x1c-\x1e and \u2028, which can occur in
     # frame names py-spy prints, and a fragment's last word is then no count
-    for line in raw.read_text().split("\n"):
+    for line in raw.read_text(errors="replace").split("\n"):
         stack_text, _, count_text = line.rpartition(" ")
         if not stack_text:
             continue

@@ -87,6 +87,9 @@ class _Record:
     def headers(self) -> Any:
         return None
 
+    def error(self) -> None:
+        return None
+
 
 def replay(
     target: str, application_id: str, plan: Plan, env: dict[str, str]

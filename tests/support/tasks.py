@@ -44,6 +44,9 @@ class Msg:
     def headers(self) -> Headers | None:
         return self._h
 
+    def error(self) -> None:
+        return None
+
 
 class Sent(list[tuple[str, bytes | None, bytes | None, int | None, Headers | None]]):
     def __call__(  # noqa: PLR0917 - implements context.Send

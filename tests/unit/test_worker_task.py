@@ -245,3 +245,59 @@ def test_entry_sizes_count_keys_values_and_an_overhead() -> None:
     assert entry_size(b"key", b"12345") == 3 + 5 + ENTRY_OVERHEAD
     assert entry_size(b"k", 7) == 1 + 8 + ENTRY_OVERHEAD
     assert entry_size(b"k", {"a": 1}) > entry_size(b"k", 7)
+
+
+class _Polled(Msg):
+    """A consumed record of a given partition, or a consumer error in the batch."""
+
+    def __init__(self, partition: int, offset: int, user: str, error: str | None = None) -> None:
+        super().__init__("clicks", offset, user.encode(), orjson.dumps({"user_id": user}))
+        self._partition, self._error = partition, error
+
+    def partition(self) -> int | None:
+        return self._partition
+
+    def error(self) -> Any:
+        return self._error
+
+
+def test_a_run_ends_at_another_partition_or_a_consumer_error_and_counts_what_it_processed() -> None:
+    task, sent, _dead, _stores = make_task(counter(), caching=False)
+    batch = [_Polled(0, 4, "a"), _Polled(0, 5, "b"), _Polled(1, 9, "a"), _Polled(0, 6, "a")]
+    assert task.process_run(batch, 0) == 2  # the partition changes at index 2
+    assert task.positions == {"clicks": 6} and task.processed_since_commit == 2
+    assert sent.to("out") == [(b"a", b"1"), (b"b", b"1")]
+    assert task.process_run(batch, 3) == 4
+    assert task.process_run([_Polled(0, 7, "a"), _Polled(0, 8, "a", error="broker down")], 0) == 1
+    assert task.positions == {"clicks": 8} and task.processed_since_commit == 4
+    assert task.process_run(batch, 0, end=1) == 1  # an end bound stops it too
+
+
+def test_a_run_keeps_the_records_before_one_whose_dead_letter_handler_stops_the_worker() -> None:
+    t = Topology()
+    t.stream("clicks", key=STR, value=JSON).group_by_key().count(store="c").to_stream().to("out")
+    built = t.build()
+
+    class Stop(Exception):
+        pass
+
+    def fail(_error: BaseException, _stage: str, _msg: Any) -> None:
+        raise Stop  # the "fail" handler: the worker stops at this record
+
+    sent = Sent()
+    task = Task(
+        TaskId(0, 0),
+        built.subtopologies[0],
+        application_id="app",
+        stores={"c": MemoryStore()},
+        send=sent,
+        gate=OpenGate(),
+        caching=False,
+        dead_letter=fail,
+    )
+    batch = [_Polled(0, 10, "a"), _Polled(0, 11, "b"), Msg("clicks", 12, b"c", b"{bad"), _Polled(0, 13, "d")]
+    with pytest.raises(Stop):
+        task.process_run(batch)
+    # the two records before the bad one are processed and will be committed; the bad one is not
+    assert task.positions == {"clicks": 12} and task.processed_since_commit == 2
+    assert sent.to("out") == [(b"a", b"1"), (b"b", b"1")]

@@ -117,6 +117,7 @@ class ExactlyOnce(Guarantee):
             log.warning("commit failed, aborting the transaction", extra={"error": str(exc)})
             self._recover(exc)
             return False
+        self.output.commit_succeeded()
         checkpoints = self.output.take_checkpoints()
         for task in tasks:
             task.committed_ok(checkpoints)
@@ -137,6 +138,7 @@ class ExactlyOnce(Guarantee):
                 time.sleep(0.1 * (attempt + 1))
 
     def _recover(self, exc: BaseException) -> None:
+        self.output.commit_failed()
         fatal = isinstance(exc, KafkaException) and exc.args[0].fatal()
         if not fatal:
             try:

@@ -87,12 +87,28 @@ class Output:
         self.errors: list[KafkaError] = []
         self.refused: dict[Fingerprint, KafkaError] = {}  # insertion order: the oldest is dropped first
         self.sent = 0
+        # Delivery reports: every changelog record needs one (its offset is the store's next
+        # checkpoint). Other records need one only to learn that they failed. In a
+        # transaction they need none: a record that fails permanently fails the commit
+        # (librdkafka's commit_transaction returns an abortable error), and a report costs a
+        # Python call and a Message object per record (~10 % of the click counter's time,
+        # docs/benchmarks.md). So under exactly-once only changelog records are reported,
+        # until a commit fails: then every record is, until a commit succeeds, so that the
+        # replay learns which record the broker refuses (``refused``, see the module doc).
+        self.transactional = "transactional.id" in config
+        self.report_every_delivery = not self.transactional
+        self._report = self._delivered  # bound once: send() picks it per record
         self.producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
-        config = dict(self._config)
-        config["on_delivery"] = self._delivered
-        return Producer(config)
+        return Producer(self._config)
+
+    def commit_failed(self) -> None:
+        """A transaction failed: report every delivery until a commit succeeds (see ``__init__``)."""
+        self.report_every_delivery = True
+
+    def commit_succeeded(self) -> None:
+        self.report_every_delivery = not self.transactional
 
     def recreate(self) -> None:
         """After a fatal error (e.g. fenced): a fresh producer, same transactional.id."""
@@ -141,14 +157,15 @@ class Output:
             refused = self.refused.get(fingerprint(topic, key, value))
             if refused is not None:
                 raise OutputRecordRefused(topic, refused)
+        # Positional arguments (topic, value, key, partition, callback, on_delivery, timestamp,
+        # headers): confluent-kafka's keyword parsing costs ~1 µs a call, as much as the rest of
+        # produce() (measured, docs/benchmarks.md). Partition -1 is librdkafka's "unassigned":
+        # the configured partitioner picks it.
+        where = -1 if partition is None else partition
+        report = self._report if self.report_every_delivery or topic in self._changelogs else None
         while True:
             try:
-                if partition is None:
-                    producer.produce(topic, value, key, timestamp=timestamp, headers=headers)
-                else:
-                    producer.produce(
-                        topic, value, key, partition=partition, timestamp=timestamp, headers=headers
-                    )
+                producer.produce(topic, value, key, where, report, None, timestamp, headers)
                 break
             except BufferError:  # local queue full: let librdkafka drain it
                 producer.poll(0.05)

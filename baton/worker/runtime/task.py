@@ -8,7 +8,7 @@ durable. That keeps the processing path testable with plain objects.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from baton.worker.naming import TaskId, changelog_topic, internal_topic
@@ -32,6 +32,7 @@ class Message(Protocol):
     def value(self) -> bytes | None: ...
     def timestamp(self) -> tuple[int, int]: ...
     def headers(self) -> Any: ...
+    def error(self) -> Any: ...
 
 
 log = logging.getLogger(__name__)
@@ -145,44 +146,78 @@ class Task:
         return list(self._sources)
 
     def process(self, msg: Message) -> None:
-        """Run one record through the whole sub-topology; bad records go to the dead-letter handler.
+        """Run one record through the whole sub-topology (see ``process_run``)."""
+        self.process_run([msg])
+
+    def process_run(self, messages: Sequence[Message], start: int = 0, end: int | None = None) -> int:
+        """Run consecutive records of one input partition through the sub-topology, one by one.
+
+        Processes ``messages[start:end]`` up to the first record of another topic or
+        partition, or one that carries a consumer error, and returns the index it stopped
+        at. ``consume()`` hands the loop runs of one partition's records, so taking a whole
+        run here costs the source lookup, the context's topic and partition and the
+        position bookkeeping once per run instead of once per record (a Python call per
+        record less: 2-8 % of the click counter, docs/benchmarks.md). Each record still
+        goes depth first through the whole tree before the next one, so order per key,
+        the write cache and exactly-once are exactly those of record-at-a-time.
+        Bad records go to the dead-letter handler; if that raises (the fail handler), the
+        records before the failing one stay processed.
 
         The per-record path of every application: written for CPython's speed (locals,
         chained stores, no helper calls), not for looks.
         """
-        topic = msg.topic()
-        offset = msg.offset()
-        assert topic is not None and offset is not None
+        stop = len(messages) if end is None else end
+        first = messages[start]
+        topic, partition = first.topic(), first.partition()
+        assert topic is not None
         source = self._sources[topic]
         ctx = self.ctx
+        own_partition = self.partition
         ctx.topic = ctx.origin_topic = topic
-        ctx.offset = ctx.origin_offset = offset
-        ctx.partition = ctx.origin_partition = self.partition
-        ctx.timestamp = msg.timestamp()[1]
-        if source.internal:
-            for name, raw in msg.headers() or ():
-                if name == ORIGIN_HEADER and isinstance(raw, bytes):
-                    ctx.origin_topic, ctx.origin_partition, ctx.origin_offset = decode_origin(raw)
-        raw_key = msg.key()
-        raw_value = msg.value()
+        ctx.partition = ctx.origin_partition = own_partition
+        internal, extract = source.internal, source.timestamp
+        deserialize_key, deserialize_value = source.deserialize_key, source.deserialize_value
+        forward, dead_letter = source.forward, self._dead_letter
+        tracks_time = self._tracks_time
+        i, offset, done = start, -1, -1  # done: the offset of the last record fully processed
         try:
-            key = None if raw_key is None else source.deserialize_key(raw_key)
-            value = None if raw_value is None else source.deserialize_value(raw_value)
-            if source.timestamp is not None:
-                ctx.timestamp = source.timestamp(key, value, ctx.timestamp)
-                if ctx.timestamp < 0:
-                    raise InvalidTimestamp(f"the timestamp extractor returned {ctx.timestamp}")
-        except Exception as exc:
-            self._dead_letter(exc, "deserialize", msg)
-        else:
-            try:
-                source.forward(key, value)
-            except Exception as exc:
-                self._dead_letter(exc, _stage(exc), msg)
-            if self._tracks_time and ctx.timestamp > self.stream_time:
-                self._advance_stream_time(ctx.timestamp)
-        self.positions[topic] = offset + 1
-        self.processed_since_commit += 1
+            while i < stop:
+                msg = messages[i]
+                if msg.partition() != partition or msg.topic() != topic or msg.error() is not None:
+                    break
+                offset = msg.offset()  # type: ignore[assignment]
+                ctx.offset = ctx.origin_offset = offset
+                ctx.timestamp = msg.timestamp()[1]
+                if internal:
+                    ctx.origin_topic, ctx.origin_partition = topic, own_partition
+                    for name, raw in msg.headers() or ():
+                        if name == ORIGIN_HEADER and isinstance(raw, bytes):
+                            ctx.origin_topic, ctx.origin_partition, ctx.origin_offset = decode_origin(raw)
+                raw_key = msg.key()
+                raw_value = msg.value()
+                try:
+                    key = None if raw_key is None else deserialize_key(raw_key)
+                    value = None if raw_value is None else deserialize_value(raw_value)
+                    if extract is not None:
+                        ctx.timestamp = extract(key, value, ctx.timestamp)
+                        if ctx.timestamp < 0:
+                            raise InvalidTimestamp(f"the timestamp extractor returned {ctx.timestamp}")
+                except Exception as exc:
+                    dead_letter(exc, "deserialize", msg)
+                else:
+                    try:
+                        forward(key, value)
+                    except Exception as exc:
+                        dead_letter(exc, _stage(exc), msg)
+                    if tracks_time and ctx.timestamp > self.stream_time:
+                        self._advance_stream_time(ctx.timestamp)
+                done = offset
+                i += 1
+        finally:
+            if i > start:
+                self.positions[topic] = done + 1
+                self.processed_since_commit += i - start
+        return i
 
     def _advance_stream_time(self, now: int) -> None:
         before, self.stream_time = self.stream_time, now
@@ -284,6 +319,9 @@ class _FlushedRecord:
         return (0, self._ts)
 
     def headers(self) -> Any:
+        return None
+
+    def error(self) -> None:
         return None
 
 

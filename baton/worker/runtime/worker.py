@@ -32,7 +32,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from types import FrameType
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
@@ -59,6 +59,7 @@ from baton.worker.runtime.commit import AtLeastOnce, ExactlyOnce, Guarantee
 from baton.worker.runtime.dead_letters import DeadLetters, RecordFailed
 from baton.worker.runtime.flip_pause import FlipPause
 from baton.worker.runtime.global_tables import GlobalStores
+from baton.worker.runtime.memory import keep_heap_top, settle_garbage_collector
 from baton.worker.runtime.metrics import CopyLag, Metrics
 from baton.worker.runtime.producer import Output
 from baton.worker.runtime.purge import RepartitionPurge
@@ -176,6 +177,7 @@ class Worker:
     # -- lifecycle ---------------------------------------------------------------------------
     def run(self) -> int:
         """Run until SIGTERM/SIGINT or a fatal error; returns the process exit code."""
+        keep_heap_top()
         try:
             self._lock_fd = statedir.lock(self.app_dir)
         except statedir.StateDirLocked as exc:
@@ -269,6 +271,7 @@ class Worker:
             },
         )
         code = 0
+        settle_garbage_collector()
         try:
             self._loop()
         except BaseException as exc:
@@ -349,11 +352,11 @@ class Worker:
         interval = self.config.effective_commit_interval_ms / 1000
         next_commit = time.monotonic() + interval
         consume = self.consumer.consume
-        active = self.active
         metrics_in = self.metrics.records_in
         bg = self.bluegreen
         flips = self.flips
         held = self._held
+        active = self.active
         sizer = BatchSizer()
         wall_clock = any(sub.custom for sub in self.topology.subtopologies)  # punctuators may tick
         while not self._stop.is_set():
@@ -370,46 +373,7 @@ class Worker:
             holding = bg is not None and bg.holding()
             messages = consume(num_messages=sizer.size, timeout=0.05)
             round_started = time.monotonic()
-            counts: dict[tuple[str | None, int | None], int] = {}
-            # consume() returns runs of one partition's records: the task is looked up (and
-            # counted) once per run, not once per record. The per-record path, kept lean.
-            run_topic: str | None = None
-            run_partition: int | None = -1
-            process: Callable[[Message], None] | None = None
-            n = 0
-            for msg in messages:
-                err = msg.error()
-                if err is not None:
-                    self._consumer_error(err)
-                    continue
-                topic = msg.topic()
-                partition = msg.partition()
-                if partition != run_partition or topic != run_topic:
-                    if n:
-                        tp = (run_topic, run_partition)
-                        counts[tp] = counts.get(tp, 0) + n
-                        n = 0
-                    run_topic, run_partition = topic, partition
-                    task = active.get((topic, partition))
-                    # revoked within this poll, not restored yet, or held for a flip
-                    process = None if task is None or (topic, partition) in held else task.process
-                if process is None:
-                    continue
-                if holding:
-                    assert bg is not None and flips is not None
-                    at = (topic or "", partition or 0)
-                    if bg.held(at, msg.offset() or 0):
-                        # held from this record on: hold() seeks back here, so the rest of
-                        # this run must be neither processed nor held again (a later seek
-                        # would skip the records in between)
-                        flips.hold(at[0], at[1], msg.offset() or 0)
-                        process = None
-                        continue
-                process(msg)
-                n += 1
-            if n:
-                tp = (run_topic, run_partition)
-                counts[tp] = counts.get(tp, 0) + n
+            counts = self._dispatch(messages, holding)
             if messages:
                 sizer.observe(len(messages), time.monotonic() - round_started)
             for (topic, partition), n in counts.items():
@@ -429,6 +393,58 @@ class Worker:
                 self._commit()
                 next_commit = time.monotonic() + interval
             self.output.producer.poll(0)
+
+    def _dispatch(
+        self, messages: Sequence[Message], holding: bool
+    ) -> dict[tuple[str | None, int | None], int]:
+        """Hand each run of one partition's records to its task; returns records processed per partition.
+
+        ``consume()`` returns runs of one partition's records, and a task takes a whole run
+        (``Task.process_run``): the task is looked up, and its records counted, once per run.
+        While a flip holds partitions, records go one by one, since any of them may be
+        where the hold begins.
+        """
+        counts: dict[tuple[str | None, int | None], int] = {}
+        active, held = self.active, self._held
+        i, total = 0, len(messages)
+        while i < total:
+            msg = messages[i]
+            err = msg.error()
+            if err is not None:
+                self._consumer_error(err)
+                i += 1
+                continue
+            tp = (msg.topic(), msg.partition())
+            task = active.get(tp)
+            if task is None or tp in held:  # revoked within this poll, not restored yet, or held for a flip
+                i = _run_end(messages, i)
+                continue
+            if holding:
+                end, done = _run_end(messages, i), self._process_holding(task, messages, i)
+            else:
+                end = task.process_run(messages, i)
+                done = end - i
+            if done:
+                counts[tp] = counts.get(tp, 0) + done
+            i = end
+        return counts
+
+    def _process_holding(self, task: Task, messages: Sequence[Message], start: int) -> int:
+        """A run while a flip holds: stop at the record the hold begins at; returns records processed."""
+        bg, flips = self.bluegreen, self.flips
+        assert bg is not None and flips is not None
+        end = _run_end(messages, start)
+        for k in range(start, end):
+            msg = messages[k]
+            at, offset = (msg.topic() or "", msg.partition() or 0), msg.offset() or 0
+            if bg.held(at, offset):
+                # held from this record on: hold() seeks back here, so the rest of this run
+                # must be neither processed nor held again (a later seek would skip the
+                # records in between)
+                flips.hold(at[0], at[1], offset)
+                return k - start
+            task.process_run(messages, k, k + 1)
+        return end - start
 
     def _answer_query(self, path: str, params: dict[str, str]) -> Answer:
         where = Placement(
@@ -822,6 +838,19 @@ class Worker:
             and self._failed is None
             and not self._stop.is_set()
         )
+
+
+def _run_end(messages: Sequence[Message], start: int) -> int:
+    """The index after the run of one partition's records that starts at ``start``."""
+    first = messages[start]
+    topic, partition = first.topic(), first.partition()
+    i = start + 1
+    while i < len(messages):
+        msg = messages[i]
+        if msg.partition() != partition or msg.topic() != topic or msg.error() is not None:
+            break
+        i += 1
+    return i
 
 
 def _hard_exit(grace: float) -> None:

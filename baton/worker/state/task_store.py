@@ -1,6 +1,6 @@
 """A task's view of one state store: uncommitted updates in front of the persistent store.
 
-Two jobs, both within one commit interval:
+Its jobs:
 
 * **Isolation**: updates stay in memory (the *overlay*) until the commit that makes their
   changelog records durable has succeeded; only then are they written to RocksDB, with
@@ -10,6 +10,9 @@ Two jobs, both within one commit interval:
   one dirty entry, and only its latest value is logged to the changelog and forwarded
   downstream at flush time, as Kafka Streams' record cache does. With the cache off,
   every update is logged and forwarded at once (one output per input record).
+* **Read cache**: after a commit the overlay equals RocksDB for its keys and is kept, within
+  the same budget, so a key updated in every interval is read from RocksDB once, not once
+  per interval.
 * **Bounded**: all of a worker's stores share one ``CacheBudget`` (Kafka Streams'
   ``cache.max.bytes.buffering``). A put that takes the total over it flushes the store it
   wrote to (its dirty entries are logged and forwarded at once, mid-interval), as Kafka
@@ -43,22 +46,33 @@ _Dirty = tuple[Any, Any, str, int, int, int, str, int, int]
 ENTRY_OVERHEAD = 120  # bytes a dirty entry costs beyond its key and value: dict slots, the tuple
 
 
+# What a committed value kept for reads costs, for the budget: its overlay slot, key and value.
+RETAINED_ENTRY_BYTES = ENTRY_OVERHEAD + 40
+
+
 class CacheBudget:
-    """The write cache's size limit, shared by every store of one worker process."""
+    """The write cache's size limit, shared by every store of one worker process.
 
-    __slots__ = ("limit", "used")
+    The same number of bytes also bounds the committed values stores keep in memory for
+    reads (``retained``, in entries), like the clean entries of Kafka Streams' record cache.
+    """
 
-    def __init__(self, limit: int) -> None:
+    __slots__ = ("limit", "retain_limit", "retained", "used")
+
+    def __init__(self, limit: int, *, retain: bool = True) -> None:
         self.limit = limit
         self.used = 0
+        self.retained = 0
+        self.retain_limit = limit // RETAINED_ENTRY_BYTES if retain else 0
 
 
 def entry_size(key_bytes: bytes, value: Any) -> int:
-    """An estimate of what one dirty entry holds in memory."""
-    if isinstance(value, bytes | str):
-        value_size = len(value)
-    elif value is None or isinstance(value, int | float | bool):
+    """An estimate of what one dirty entry holds in memory (type checks by identity: a put's cost)."""
+    kind = type(value)
+    if kind is int or kind is float or kind is bool or value is None:
         value_size = 8
+    elif kind is bytes or kind is str:
+        value_size = len(value)
     else:
         value_size = sys.getsizeof(value)
     return len(key_bytes) + value_size + ENTRY_OVERHEAD
@@ -94,8 +108,10 @@ class TaskStore:
         self._deserialize = spec.value_serde.deserialize
         self._overlay: dict[bytes, Any] = {}
         self._dirty: dict[bytes, _Dirty] = {}
-        self._budget = budget if budget is not None else CacheBudget(sys.maxsize)
+        # without a worker's budget (a replay, a test): no size limit, and nothing kept for reads
+        self._budget = budget if budget is not None else CacheBudget(sys.maxsize, retain=False)
         self._dirty_bytes = 0  # this store's share of the budget
+        self._retained = 0  # this store's share of the budget's retained entries
         self._pending: dict[bytes, bytes | None] = {}
         self.forward: Callable[[Any, Any], None] = lambda _k, _v: None
         # forward ``Change(new, old)`` instead of the new value: a table operation consumes
@@ -239,20 +255,37 @@ class TaskStore:
         return bool(self._pending)
 
     def commit(self, checkpoint: int | None) -> None:
-        """The changelog records are durable: persist them with the checkpoint, atomically."""
+        """The changelog records are durable: persist them with the checkpoint, atomically.
+
+        The overlay now holds exactly what RocksDB holds for its keys, so it stays as a read
+        cache while the budget allows: the next interval's updates of the same keys skip a
+        RocksDB read and a deserialization (a key's first update in each commit interval
+        used to pay both). Past the budget it is dropped whole.
+        """
         if self._pending or checkpoint is not None:
             self.persistent.write(self._pending.items(), checkpoint)
         self._pending.clear()
-        self._overlay.clear()
+        budget = self._budget
+        grown = len(self._overlay) - self._retained
+        if budget.retained + grown > budget.retain_limit:
+            self._forget_retained()
+        else:
+            budget.retained += grown
+            self._retained += grown
 
     def discard(self) -> None:
         """Forget everything since the last commit (aborted transaction, lost task)."""
-        self._overlay.clear()
+        self._forget_retained()
         self._dirty.clear()
         self._release()
         self._pending.clear()
         if self.after_discard is not None:
             self.after_discard()
+
+    def _forget_retained(self) -> None:
+        self._overlay.clear()
+        self._budget.retained -= self._retained
+        self._retained = 0
 
     def _release(self) -> None:
         """The dirty entries are gone (flushed or dropped): give their bytes back."""
