@@ -25,8 +25,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from baton import JSON, STR
 from baton.worker.state.stores import MemoryStore
 from baton.worker.state.task_store import MISSING, RETAINED_ENTRY_BYTES, CacheBudget, TaskStore, entry_size
-from baton.worker.topology.context import Headers, RecordContext
+from baton.worker.topology.context import RecordContext
 from baton.worker.topology.graph import StoreSpec
+from tests.support.tasks import Sent
 
 pytestmark = pytest.mark.unit
 
@@ -44,7 +45,7 @@ class TaskStoreModel(RuleBasedStateMachine):
         self.budget.retain_limit = 4
         assert self.budget.limit // RETAINED_ENTRY_BYTES <= 4
         self.persistent = [MemoryStore() for _ in range(STORES)]
-        self.log: list[list[tuple[bytes, bytes | None]]] = [[] for _ in range(STORES)]
+        self.log = [Sent() for _ in range(STORES)]  # each store's changelog, as sent
         self.forwarded: list[dict[bytes, Any]] = [{} for _ in range(STORES)]
         self.stores = [self._store(i) for i in range(STORES)]
         self.committed: list[dict[bytes, int]] = [{} for _ in range(STORES)]
@@ -54,25 +55,13 @@ class TaskStoreModel(RuleBasedStateMachine):
         self.next_value = 1
 
     def _store(self, i: int) -> TaskStore:
-        log, forwarded = self.log[i], self.forwarded[i]
-
-        def send(  # noqa: PLR0917 - context.Send
-            topic: str,
-            key: bytes | None,
-            value: bytes | None,
-            partition: int | None,
-            timestamp: int,
-            headers: Headers | None,
-        ) -> None:
-            assert topic == f"cl{i}" and key is not None and partition == 0 and headers is None
-            log.append((key, value))
-
+        forwarded = self.forwarded[i]
         store = TaskStore(
             spec=StoreSpec(f"s{i}", STR, JSON),
             persistent=self.persistent[i],
             changelog_topic=f"cl{i}",
             partition=0,
-            send=send,
+            send=self.log[i],
             ctx=RecordContext(),
             caching=True,
             budget=self.budget,
@@ -140,7 +129,8 @@ class TaskStoreModel(RuleBasedStateMachine):
     def the_changelog_replays_to_the_last_commit(self) -> None:
         for i in range(STORES):
             replayed: dict[bytes, int] = {}
-            for key, raw in self.log[i][: self.logged_at_commit[i]]:
+            for _topic, key, raw, _partition, _headers in self.log[i][: self.logged_at_commit[i]]:
+                assert key is not None
                 if raw is None:
                     replayed.pop(key, None)
                 else:
