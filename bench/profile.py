@@ -48,7 +48,7 @@ STAGES = [
     ("aggregate (count's initializer, aggregator)", r"^_update |dsl\.py"),
     (
         "dispatch (task.process_run, forward, sinks, gate)",
-        r"^process |^process_run |^_dispatch |^_run_end |^forward |^allows ",
+        r"^process |^process_run |^_dispatch |^run_end |^forward |^allows ",
     ),
     ("consume + loop (confluent consume, batch bookkeeping)", r"^_loop |^consume "),
 ]

@@ -64,7 +64,7 @@ from baton.worker.runtime.metrics import CopyLag, Metrics
 from baton.worker.runtime.producer import Output
 from baton.worker.runtime.purge import RepartitionPurge
 from baton.worker.runtime.queries import Answer, Placement, Queries, QueryError, StoreReader, advertised
-from baton.worker.runtime.task import Message, Task
+from baton.worker.runtime.task import Message, Task, run_end
 from baton.worker.runtime.task_stores import TaskStores
 from baton.worker.state import snapshot, statedir
 from baton.worker.state.restore import RestoreJob, Restorer, Seed, TaskRestore
@@ -352,11 +352,11 @@ class Worker:
         interval = self.config.effective_commit_interval_ms / 1000
         next_commit = time.monotonic() + interval
         consume = self.consumer.consume
+        active = self.active
         metrics_in = self.metrics.records_in
         bg = self.bluegreen
         flips = self.flips
         held = self._held
-        active = self.active
         sizer = BatchSizer()
         wall_clock = any(sub.custom for sub in self.topology.subtopologies)  # punctuators may tick
         while not self._stop.is_set():
@@ -417,10 +417,11 @@ class Worker:
             tp = (msg.topic(), msg.partition())
             task = active.get(tp)
             if task is None or tp in held:  # revoked within this poll, not restored yet, or held for a flip
-                i = _run_end(messages, i)
+                i = run_end(messages, i)
                 continue
             if holding:
-                end, done = _run_end(messages, i), self._process_holding(task, messages, i)
+                end = run_end(messages, i)
+                done = self._process_holding(task, messages, i, end)
             else:
                 end = task.process_run(messages, i)
                 done = end - i
@@ -429,11 +430,11 @@ class Worker:
             i = end
         return counts
 
-    def _process_holding(self, task: Task, messages: Sequence[Message], start: int) -> int:
-        """A run while a flip holds: stop at the record the hold begins at; returns records processed."""
+    def _process_holding(self, task: Task, messages: Sequence[Message], start: int, end: int) -> int:
+        """The run ``messages[start:end]`` while a flip holds: stop at the record the hold
+        begins at; returns records processed."""
         bg, flips = self.bluegreen, self.flips
         assert bg is not None and flips is not None
-        end = _run_end(messages, start)
         for k in range(start, end):
             msg = messages[k]
             at, offset = (msg.topic() or "", msg.partition() or 0), msg.offset() or 0
@@ -838,19 +839,6 @@ class Worker:
             and self._failed is None
             and not self._stop.is_set()
         )
-
-
-def _run_end(messages: Sequence[Message], start: int) -> int:
-    """The index after the run of one partition's records that starts at ``start``."""
-    first = messages[start]
-    topic, partition = first.topic(), first.partition()
-    i = start + 1
-    while i < len(messages):
-        msg = messages[i]
-        if msg.partition() != partition or msg.topic() != topic or msg.error() is not None:
-            break
-        i += 1
-    return i
 
 
 def _hard_exit(grace: float) -> None:
