@@ -3,11 +3,20 @@
     python bench/peers/run.py [--bootstrap 127.0.0.1:29092] [--events 2000000] [--users 100000]
                               [--systems baton,quix,faust,kstreams]
                               [--guarantees at_least_once,exactly_once] [--json bench/peers/results.json]
-                              [--resume]
+                              [--repeat 1] [--resume]
 
 The JSON is written after every run; ``--resume`` keeps the runs already in it (same input,
 commit intervals and versions) and runs only the missing ones, so a two-hour run that was
 interrupted does not start over. The input is the same on every invocation (a fixed seed).
+
+``--repeat N`` runs every system N times, in rounds: each round runs each system once, and
+each round starts with a different system, so that no system always runs first after the
+input is produced or last after the others. The table gives each system's median run and
+the range of its records/s. Why: on a shared 2-core machine the speed of the same CPU-bound
+loop drifts by a quarter from one minute to the next (docs/benchmarks.md), so one run of each
+system compares two moments of the machine as much as the two systems. Every run's own
+topics (output, changelogs) are deleted once it is measured, so the broker compacts or
+deletes nothing of one run while the next is timed.
 
 Every system runs the same topology (bench/peers/CONTRACT.md) as one process with one
 processing thread, on the same pre-produced input (``--events`` clicks over 8 partitions and
@@ -314,6 +323,13 @@ class RunResult:
     restore_problem: str = ""  # what was wrong after the state wipe, if anything
     unfinished: str = ""  # set when --timeout ended the run: a rate, but no verdict on counts
     numbers: dict[str, Any] = field(default_factory=dict)
+    round: int = 1  # which of --repeat's rounds
+    app: str = ""  # its application id, which every topic of the run's contains
+
+    @property
+    def timed(self) -> bool:
+        """A run with a rate to report: a correct one, or one --timeout cut short (no verdict)."""
+        return self.ok or bool(self.unfinished and not self.problems)
 
 
 def run_one(  # noqa: PLR0917 (one benchmark run has this many inputs)
@@ -327,8 +343,7 @@ def run_one(  # noqa: PLR0917 (one benchmark run has this many inputs)
     work: Path,
     timeout: float,
 ) -> RunResult:
-    tag = uuid.uuid4().hex[:6]
-    app = f"bench-{system.name}-{guarantee.replace('_', '-')}-{tag}"
+    app = f"bench-{system.name}-{guarantee.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
     sink = f"{app}-out"
     admin.create_topics([NewTopic(sink, PARTITIONS, 1)])[sink].result(30)
     state = work / app / "state"
@@ -344,7 +359,7 @@ def run_one(  # noqa: PLR0917 (one benchmark run has this many inputs)
         "BENCH_COMMIT_INTERVAL_MS": str(commit_ms),
         "PYTHONUNBUFFERED": "1",
     }
-    result = RunResult(system.name, guarantee)
+    result = RunResult(system.name, guarantee, app=app)
     events = sum(truth.values())
     argv = system.command(guarantee, env)
     log = work / f"{app}.log"
@@ -393,6 +408,7 @@ def run_one(  # noqa: PLR0917 (one benchmark run has this many inputs)
         "startup_seconds": round(first[0] - proc.started, 2),
         "peak_rss_mb": round(usage.ru_maxrss / 1024),
         "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
+        "minor_faults": usage.ru_minflt,  # page faults: heap growth and trimming show here
         "output_records": out_records,
         "changelog_records": changelog_records(bootstrap, admin, app),
     }
@@ -494,35 +510,62 @@ class RestoreFailed(Exception):
 # --- the table ---------------------------------------------------------------------------------
 
 
+def median_run(runs: list[RunResult]) -> RunResult:
+    """The run a (system, guarantee) row shows: the median of its timed runs by records/s.
+
+    With an even number the lower middle run: a row is always one real run, never an average
+    of two, so its memory, CPU and restore numbers belong to the rate beside them. A row
+    whose every run failed shows the first failure.
+    """
+    timed = sorted((r for r in runs if r.timed), key=lambda r: r.numbers.get("records_per_second") or 0)
+    return timed[(len(timed) - 1) // 2] if timed else runs[0]
+
+
 def table(results: list[RunResult], labels: dict[str, str]) -> str:
     head = (
         "system",
         "guarantee",
         "records/s",
         "vs Baton",
+        "runs (range)",
         "peak RSS MB",
         "CPU s",
         "restore s",
         "changelog records",
         "counts",
     )
+    groups: dict[tuple[str, str], list[RunResult]] = {}
+    for r in results:
+        groups.setdefault((r.system, r.guarantee), []).append(r)
+    shown = {key: median_run(runs) for key, runs in groups.items()}
     baton = {
-        r.guarantee: r.numbers.get("records_per_second") for r in results if r.system == "baton" and r.ok
+        guarantee: r.numbers.get("records_per_second")
+        for (system, guarantee), r in shown.items()
+        if system == "baton" and r.ok
     }
     rows = []
-    for r in results:
+    for key, runs in groups.items():
+        r, guarantee = shown[key], key[1]
         n = r.numbers
         rate = n.get("records_per_second")
-        timed = r.ok or bool(r.unfinished and not r.problems)  # an unfinished run has a rate, not a verdict
-        ratio = f"{rate / baton[r.guarantee]:.2f}x" if timed and rate and baton.get(r.guarantee) else "-"
+        timed = r.timed  # an unfinished run has a rate, not a verdict
+        ratio = f"{rate / baton[guarantee]:.2f}x" if timed and rate and baton.get(guarantee) else "-"
+        rates = [
+            x.numbers["records_per_second"] for x in runs if x.timed and x.numbers.get("records_per_second")
+        ]
+        spread = f"{len(runs)}" + (f" ({min(rates):,}-{max(rates):,})" if len(rates) > 1 else "")
         restore = n.get("restore_seconds", "WRONG counts" if r.restore_problem else "-")
+        wrong = [x for x in runs if not x.timed]
         verdict = "correct" if r.ok else r.unfinished if timed else "WRONG: " + "; ".join(r.problems)[:120]
+        if wrong and r.timed:  # the median run was fine, another was not: say so
+            verdict += f"; {len(wrong)} of {len(runs)} runs WRONG: " + "; ".join(wrong[0].problems)[:120]
         rows.append(
             (
                 labels[r.system],
-                r.guarantee,
+                guarantee,
                 f"{rate:,}" if timed and rate else "-",
                 ratio,
+                spread,
                 f"{n['peak_rss_mb']:,}" if timed else "-",
                 f"{n['cpu_seconds']}" if timed else "-",
                 f"{restore}",
@@ -532,7 +575,7 @@ def table(results: list[RunResult], labels: dict[str, str]) -> str:
         )
     out = [
         "| " + " | ".join(head) + " |",
-        "|" + "|".join("---" if i < 2 or i == 8 else "---:" for i in range(len(head))) + "|",
+        "|" + "|".join("---" if i < 2 or i == len(head) - 1 else "---:" for i in range(len(head))) + "|",
     ]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(out)
@@ -556,6 +599,13 @@ def main() -> None:
         help="seconds one run may take; a slower system gets its rate so far and no verdict",
     )
     parser.add_argument("--json", type=Path, default=HERE / "results.json")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run every system this many times, in rounds that each start with another system; "
+        "the table gives each system's median run",
+    )
     parser.add_argument("--keep-logs", type=Path, help="copy the apps' logs here")
     parser.add_argument(
         "--resume",
@@ -584,7 +634,7 @@ def main() -> None:
         "commit_interval_ms": {"exactly_once": args.eos_commit_ms, "at_least_once": args.alos_commit_ms},
     }
     results = resumed(args.json, settings, versions) if args.resume else []
-    done = {(r.system, r.guarantee) for r in results}
+    done = {(r.system, r.guarantee, r.round) for r in results}
     if done:
         print(f"resuming: {len(done)} runs kept from {args.json}", flush=True)
 
@@ -599,38 +649,54 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="baton-bench-peers-"))
     labels = {s.name: s.label for s in systems}
     try:
-        for guarantee in guarantees:
-            for s in systems:
-                if (s.name, guarantee) in done:
-                    continue
-                commit_ms = args.eos_commit_ms if guarantee == "exactly_once" else args.alos_commit_ms
-                r = run_one(s, guarantee, args.bootstrap, admin, source, truth, commit_ms, work, args.timeout)
-                results.append(r)
-                print(
-                    f"[{s.name} {guarantee}] {'ok' if r.ok else 'WRONG'} {r.numbers} {r.problems} "
-                    f"{r.restore_problem} {r.unfinished}",
-                    flush=True,
-                )
-                write_report(
-                    args.json, settings, versions, results, labels
-                )  # an interrupted run can --resume
+        for guarantee, round_, s in schedule(guarantees, systems, args.repeat):
+            if (s.name, guarantee, round_) in done:
+                continue
+            commit_ms = args.eos_commit_ms if guarantee == "exactly_once" else args.alos_commit_ms
+            r = run_one(s, guarantee, args.bootstrap, admin, source, truth, commit_ms, work, args.timeout)
+            r.round = round_
+            drop_topics(admin, naming(r.app))  # nothing of this run left while the next is timed
+            results.append(r)
+            which = f"{s.name} {guarantee}" + (f" round {round_}" if args.repeat > 1 else "")
+            print(
+                f"[{which}] {'ok' if r.ok else 'WRONG'} {r.numbers} {r.problems} "
+                f"{r.restore_problem} {r.unfinished}",
+                flush=True,
+            )
+            write_report(args.json, settings, versions, results, labels)  # an interrupted run can --resume
     finally:
         if args.keep_logs:
             args.keep_logs.mkdir(parents=True, exist_ok=True)
             for log in work.glob("*.log"):
                 shutil.copy(log, args.keep_logs / log.name)
         shutil.rmtree(work, ignore_errors=True)
-        names = [
-            t
-            for t in admin.list_topics(timeout=10).topics
-            if t == source or any(f"bench-{s.name}-" in t for s in systems)
-        ]
-        if names:
-            for future in admin.delete_topics(names).values():
-                future.result(60)
-    results.sort(key=lambda r: (GUARANTEES.index(r.guarantee), [s.name for s in systems].index(r.system)))
+        drop_topics(admin, lambda t: t == source or any(f"bench-{s.name}-" in t for s in systems))
+    results.sort(
+        key=lambda r: (GUARANTEES.index(r.guarantee), [s.name for s in systems].index(r.system), r.round)
+    )
     print(write_report(args.json, settings, versions, results, labels))
     print(f"wrote {args.json}")
+
+
+def drop_topics(admin: AdminClient, which: Callable[[str], bool]) -> None:
+    names = [t for t in admin.list_topics(timeout=10).topics if which(t)]
+    if names:
+        for future in admin.delete_topics(names).values():
+            future.result(60)
+
+
+def naming(app: str) -> Callable[[str], bool]:
+    """Every topic of one run: its name contains the run's application id (Kafka Streams' too)."""
+    return lambda topic: app in topic
+
+
+def schedule(guarantees: list[str], systems: list[System], repeat: int) -> Iterator[tuple[str, int, System]]:
+    """Each guarantee's rounds; round r starts with the r-th system (see the module doc)."""
+    for guarantee in guarantees:
+        for round_ in range(1, repeat + 1):
+            shift = (round_ - 1) % len(systems)
+            for s in systems[shift:] + systems[:shift]:
+                yield guarantee, round_, s
 
 
 def resumed(path: Path, settings: dict[str, Any], versions: dict[str, Any]) -> list[RunResult]:
@@ -647,7 +713,7 @@ def resumed(path: Path, settings: dict[str, Any], versions: dict[str, Any]) -> l
             sys.exit(
                 f"--resume: {name} is now {current}, {path} has {report['versions'][name]}; run without --resume"
             )
-    keys = ("system", "guarantee", "correct", "problems", "restore_problem", "unfinished")
+    keys = ("system", "guarantee", "correct", "problems", "restore_problem", "unfinished", "round")
     return [
         RunResult(
             system=r["system"],
@@ -657,6 +723,7 @@ def resumed(path: Path, settings: dict[str, Any], versions: dict[str, Any]) -> l
             restore_problem=r["restore_problem"],
             unfinished=r["unfinished"],
             numbers={k: v for k, v in r.items() if k not in keys},
+            round=r.get("round", 1),
         )
         for r in report["results"]
         if r["system"] in versions
@@ -687,6 +754,7 @@ def write_report(
                 "problems": r.problems,
                 "restore_problem": r.restore_problem,
                 "unfinished": r.unfinished,
+                "round": r.round,
                 **r.numbers,
             }
             for r in results

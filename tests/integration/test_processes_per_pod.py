@@ -196,6 +196,20 @@ def test_at_least_once_work_is_committed_when_a_joining_process_takes_half(
         failed = [x for x in logs if "commit" in str(x.get("msg")) and "failed" in str(x.get("msg"))]
         assert failed == []
         assert_strictly_increasing(count_sequences(kafka_bootstrap, sink))
+        # The second worker was handed the first one's tasks held back, and rejoined at once for
+        # them: that rejoin started the next generation. Regression: the coordinator answered it
+        # with the current generation (same metadata, stable group), and the tasks came only
+        # after the second worker's next heartbeat (3 s here, found by bench/throughput.py).
+        steps = [
+            (str(x["msg"]), int(str(x["generation"])))
+            for x in second.logs()
+            if x.get("msg") in ("joining the follow-up rebalance", "assignment received")
+        ]
+        follow_ups = [i for i, (msg, _) in enumerate(steps) if msg == "joining the follow-up rebalance"]
+        assert follow_ups, steps
+        for i in follow_ups:
+            later = [generation for msg, generation in steps[i + 1 :] if msg == "assignment received"]
+            assert later and later[0] > steps[i][1], steps
     finally:
         for w in workers:
             if w.alive:

@@ -33,6 +33,11 @@ def test_subscription_and_roles_round_trip() -> None:
         standby=frozenset({T0, T2}),
     )
     assert Subscription.decode(sub.encode()) == sub
+    # a follow-up rejoin's metadata differs from the same member's last JoinGroup, or the group
+    # coordinator answers it with the current generation and no rebalance starts
+    following = Subscription("w1", "pod-1", offsets={T0: 10}, followup_of=7)
+    assert Subscription.decode(following.encode()) == following
+    assert following.encode() != Subscription("w1", "pod-1", offsets={T0: 10}).encode()
     roles = Roles(
         active=frozenset({T0}), standby=frozenset({T1}), warmup=frozenset({T2}), probe_after_ms=5000
     )

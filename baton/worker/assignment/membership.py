@@ -244,6 +244,7 @@ class Membership(threading.Thread):
         self._followup_at: float | None = None
         self._followups = 0  # follow-up rebalances in a row for actives still held back
         self._followup_generation = -1  # the generation whose assignment asked for the follow-up
+        self._following_up: int | None = None  # set while a follow-up rejoin is pending (wire.Subscription)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _connect(self) -> KafkaConsumer:
@@ -424,6 +425,7 @@ class Membership(threading.Thread):
                 "held_back": self._followups > 0,
             },
         )
+        self._following_up = self._followup_generation  # in the JoinGroup this rejoin sends
         consumer._coordinator.request_rejoin()
 
     def _maybe_probe(self, consumer: KafkaConsumer) -> None:
@@ -450,6 +452,7 @@ class Membership(threading.Thread):
             active=frozenset(owned_tasks),
             standby=self._roles.standby | self._roles.warmup,
             endpoint=self.settings.endpoint,
+            followup_of=self._following_up,
         )
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(self._owned):
@@ -565,7 +568,10 @@ class Membership(threading.Thread):
         # that rebalance at their next heartbeat, and the partition's output pauses meanwhile
         # (a heartbeat interval, measured in bench/scaleout.py). The receiver knows that
         # rebalance is coming, so it joins it at once: the coordinator still waits for the
-        # owner's JoinGroup, which is sent only after the release. An owner that died, or
+        # owner's JoinGroup, which is sent only after the release. That early JoinGroup names
+        # the generation it follows (``Subscription.followup_of``): with the same metadata as
+        # its last one, the coordinator answers it with the current generation and starts no
+        # rebalance, and the receiver waited a heartbeat after all. An owner that died, or
         # restarted within the session (static membership hands it its stored assignment),
         # never rejoins by itself: the same rejoin covers it. Should the actives still be
         # held back after that, the next follow-up waits FOLLOWUP_SECONDS (no rebalance storm).
@@ -575,6 +581,7 @@ class Membership(threading.Thread):
         # well. A member that releases partitions needs nothing: kafka-python rejoins for it.
         donor = bool(self._owned - owned)
         self._followup_generation = generation
+        self._following_up = None
         if held_back:
             delay = FIRST_FOLLOWUP_SECONDS if self._followups == 0 else FOLLOWUP_SECONDS
             self._followups += 1

@@ -57,6 +57,14 @@ class Subscription:
     active: frozenset[TaskId] = frozenset()
     standby: frozenset[TaskId] = frozenset()
     endpoint: str = ""  # host:port of its HTTP server (Kafka Streams' application.server)
+    # The generation a follow-up rejoin comes after (membership.py, ``_maybe_follow_up``);
+    # None at any other join. The leader does not read it: it is there so that the rejoin's
+    # metadata differs from the member's last JoinGroup. A known member that rejoins a
+    # stable group with the same metadata is answered with the current generation and
+    # starts no rebalance (the group coordinator's rule for a non-leader), so a follow-up
+    # sent before the old owner's own rejoin was absorbed, and the member heard of the
+    # rebalance only at its next heartbeat: 3 s with the tasks it waits for idle.
+    followup_of: int | None = None
 
     def encode(self) -> bytes:
         doc: dict[str, object] = {
@@ -69,6 +77,8 @@ class Subscription:
         }
         if self.endpoint:
             doc["endpoint"] = self.endpoint
+        if self.followup_of is not None:
+            doc["followup_of"] = self.followup_of
         return orjson.dumps(doc)
 
     @classmethod
@@ -84,6 +94,7 @@ class Subscription:
             active=_parse_tasks(doc.get("active", [])),
             standby=_parse_tasks(doc.get("standby", [])),
             endpoint=str(doc.get("endpoint", "")),
+            followup_of=None if doc.get("followup_of") is None else int(str(doc["followup_of"])),
         )
 
 
