@@ -105,7 +105,7 @@ def run_one(
         "seconds": round(seconds, 2),
         "records_per_second": round(events / seconds),
         "end_to_end_seconds": round(last - started, 2),
-        # the processing threads' time spent committing (waiting for the broker, mostly),
+        # the processing threads' time spent committing (the cache flush, then waiting on the broker),
         # as a share of the run: where a second process's scaling goes under exactly-once
         "in_commit": round(commit_seconds / (processes * (last - started)), 3),
         "exit_code": code,
