@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 from types import ModuleType
 
 import pytest
 import yaml
 from batondev.paths import REPO
 
+from tests.support.scripts import load_script
+
 pytestmark = pytest.mark.unit
 
 
 def _gen() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("argocd_gen_cm", REPO / "argocd" / "gen_cm.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("argocd_gen_cm", REPO / "argocd" / "gen_cm.py")
 
 
 def test_configmap_patch_is_current() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 from types import ModuleType
@@ -12,17 +11,15 @@ import pytest
 import yaml
 from batondev.paths import CRD, REPO
 
+from tests.support.scripts import load_script
+
 DOCS = REPO / "docs"
 
 pytestmark = pytest.mark.unit
 
 
 def _gen() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("docs_gen_reference", DOCS / "gen_reference.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("docs_gen_reference", DOCS / "gen_reference.py")
 
 
 def _spec_paths(schema: dict[str, Any], path: str) -> set[str]:

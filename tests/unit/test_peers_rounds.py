@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.support.scripts import load_script
 
 pytestmark = pytest.mark.unit
 
@@ -16,12 +16,7 @@ RUN = Path(__file__).resolve().parents[2] / "bench" / "peers" / "run.py"
 
 @pytest.fixture(scope="module")
 def peers() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_peers_run", RUN)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_peers_run", RUN)
 
 
 def _run(peers: ModuleType, system: str, rate: int | None, round_: int, *, ok: bool = True) -> object:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.support.scripts import load_script
 
 pytestmark = pytest.mark.unit
 
@@ -16,12 +16,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "throughput.py"
 
 @pytest.fixture(scope="module")
 def throughput() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_throughput", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_throughput", BENCH)
 
 
 def _run(guarantee: str, processes: int, rate: int, round_: int, *, exact: bool = True) -> dict[str, object]:
