@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,8 +21,10 @@ from typing import Any
 import pytest
 from batondev import gobuild, kafka, stack
 from batondev import kube as kube_mod
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
+
+from tests.support.event_time import DEFAULT_RETENTION_MS, expiring
 
 
 def _up(*components: str) -> None:
@@ -53,11 +56,18 @@ def unique_name(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def new_topic(kafka_admin: AdminClient, unique_name: str) -> Iterator[Callable[..., str]]:
-    """Factory: ``new_topic(partitions=8, config=None, name=None)`` creates a topic, deleted after the test."""
+    """Factory: ``new_topic(partitions=8, config=None, name=None)`` creates a topic, deleted after the test.
+
+    Afterwards it fails the test if a topic that ages out holds records older than the
+    broker's retention (see ``tests/support/event_time.py``): such data disappears only
+    when the broker's retention check happens to run during the test."""
     created: list[str] = []
+    configs: dict[str, dict[str, str]] = {}
+    partitions_of: dict[str, int] = {}
 
     def make(partitions: int = 8, config: dict[str, str] | None = None, name: str | None = None) -> str:
         topic = name or f"{unique_name}-t{len(created)}"
+        configs[topic], partitions_of[topic] = dict(config or {}), partitions
         futures = kafka_admin.create_topics(
             [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})]
         )
@@ -66,10 +76,40 @@ def new_topic(kafka_admin: AdminClient, unique_name: str) -> Iterator[Callable[.
         return topic
 
     yield make
+    now = int(time.time() * 1000)
+    old = [
+        where
+        for topic in created
+        if (retention := _retention_ms(configs[topic])) is not None
+        for where in expiring(_newest(kafka_admin, topic, partitions_of[topic]), now, retention)
+    ]
     if created:
         for fut in kafka_admin.delete_topics(created).values():
             with contextlib.suppress(KafkaException):  # already deleted by the test itself
                 fut.result(30)
+    if old:
+        pytest.fail(
+            f"test data older than its topic's retention in {', '.join(old[:4])}: the broker "
+            "deletes it at its next retention check, so a test passes or fails on when that check runs. "
+            "Date event times from tests.support.event_time.event_time_origin(), not from 1970.",
+            pytrace=False,
+        )
+
+
+def _retention_ms(config: dict[str, str]) -> int | None:
+    """How old a record of this topic may get before the broker deletes it; None: never by age."""
+    retention = int(config.get("retention.ms", DEFAULT_RETENTION_MS))
+    return retention if "delete" in config.get("cleanup.policy", "delete") and retention >= 0 else None
+
+
+def _newest(admin: AdminClient, topic: str, partitions: int) -> list[tuple[str, int, int]]:
+    """(topic, partition, newest record timestamp) for every partition of ``topic``."""
+    specs = {TopicPartition(topic, p): OffsetSpec.max_timestamp() for p in range(partitions)}  # type: ignore[no-untyped-call]
+    out = []
+    for tp, fut in admin.list_offsets(specs, request_timeout=30).items():
+        with contextlib.suppress(KafkaException):  # deleted by the test itself
+            out.append((tp.topic, tp.partition, fut.result(30).timestamp))
+    return out
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 
 from baton.testing import read_all, wait_for
 from baton.worker.runtime.punctuation import NO_TIME, crossed
+from tests.support.event_time import event_time_origin
 from tests.support.kills import start_workers
 
 pytestmark = pytest.mark.integration
@@ -53,10 +54,10 @@ topology.store("counts", key=STR, value=JSON)
 """
 
 
-def _input(seed: int) -> list[tuple[int, str, int]]:
-    """(partition, user, timestamp): time moves forward per partition, sometimes 0.5 s back."""
+def _input(seed: int, origin: int) -> list[tuple[int, str, int]]:
+    """(partition, user, timestamp): time moves forward per partition from ``origin``, sometimes 0.5 s back."""
     rng = random.Random(seed)
-    clock = [10**6] * PARTITIONS  # far from 0: a timestamp of 0 tells librdkafka "now"
+    clock = [origin] * PARTITIONS
     out = []
     for _ in range(RECORDS):
         p = rng.randrange(PARTITIONS)
@@ -85,7 +86,7 @@ def test_punctuations_are_exactly_once_across_sigkills(
     sink = new_topic(PARTITIONS, name=f"{unique_name}-out")
     module = tmp_path / "ticker.py"
     module.write_text(TOPOLOGY)
-    records = _input(seed=5)
+    records = _input(seed=5, origin=event_time_origin())
     expected = _expected_ticks(records)
     workers = start_workers(
         str(module),

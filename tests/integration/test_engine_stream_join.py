@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Producer
 
 from baton.testing import end_offsets, group_committed, produce, read_all, wait_for
+from tests.support.event_time import event_time_origin
 from tests.support.kills import feed_while_killing, start_workers
 
 pytestmark = pytest.mark.integration
@@ -41,10 +42,9 @@ def test_left_join_pairs_and_lonely_clicks_come_out_exactly_once(
     module = tmp_path / "click_view.py"
     module.write_text(TOPOLOGY)
     rng = random.Random(6)
-    # event times from 1,000,000: a timestamp of 0 tells librdkafka "now", which would move
-    # stream time to today and make every other record late
-    clicks = [(f"c{i}", f"u{rng.randrange(60)}", 10**6 + rng.randrange(60_000)) for i in range(6000)]
-    views = [(f"v{i}", f"u{rng.randrange(60)}", 10**6 + rng.randrange(60_000)) for i in range(6000)]
+    origin = event_time_origin()
+    clicks = [(f"c{i}", f"u{rng.randrange(60)}", origin + rng.randrange(60_000)) for i in range(6000)]
+    views = [(f"v{i}", f"u{rng.randrange(60)}", origin + rng.randrange(60_000)) for i in range(6000)]
     expected = Counter[tuple[str, str, str | None]]()
     for cid, user, ts in clicks:
         partners = [vid for vid, u, vts in views if u == user and abs(vts - ts) <= WINDOW_MS]
@@ -88,8 +88,10 @@ def test_left_join_pairs_and_lonely_clicks_come_out_exactly_once(
         # closes every window goes in only once everything before it was processed.
         wait_for("the inputs were never fully processed", consumed, 120, every=1)
         producer = Producer({"bootstrap.servers": kafka_bootstrap})
-        for p in range(PARTITIONS):  # stream time far ahead on every task: every window closes
-            producer.produce(clicks_topic, orjson.dumps({"id": "end"}), b"~end", partition=p, timestamp=10**9)
+        # past a minute of events and two of grace; the broker takes timestamps up to an hour ahead
+        end = origin + 5 * 60_000
+        for p in range(PARTITIONS):  # stream time past every window on every task: they all close
+            producer.produce(clicks_topic, orjson.dumps({"id": "end"}), b"~end", partition=p, timestamp=end)
         assert producer.flush(30) == 0
 
         last: list[Counter[tuple[str, str, str | None]]] = [Counter()]

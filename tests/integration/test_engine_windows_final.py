@@ -26,6 +26,7 @@ from batondev.paths import REPO
 from confluent_kafka import Producer
 
 from baton.testing import read_all, wait_for
+from tests.support.event_time import event_time_origin
 from tests.support.kills import feed_while_killing, start_workers
 
 pytestmark = pytest.mark.integration
@@ -54,10 +55,10 @@ topology = Topology()
 SLIDING = TUMBLING.replace("tumbling", "sliding").replace("per-second", "within-a-second")
 
 
-def _views(seed: int) -> list[tuple[str, str, int]]:
-    """(user, page, event time): time moves forward, each view up to JITTER_MS late."""
+def _views(seed: int, origin: int) -> list[tuple[str, str, int]]:
+    """(user, page, event time): time moves forward from ``origin``, each view up to JITTER_MS late."""
     rng = random.Random(seed)
-    now, out = 10_000, []
+    now, out = origin, []
     for _ in range(VIEWS):
         now += rng.randrange(0, 8)
         out.append((f"u{rng.randrange(USERS)}", f"/p{rng.randrange(5)}", now - rng.randrange(JITTER_MS)))
@@ -126,7 +127,7 @@ def test_final_windows_are_exact_across_sigkills(
     else:
         (tmp_path / f"{kind}_views.py").write_text(TUMBLING if kind == "tumbling" else SLIDING)
         module = str(tmp_path / f"{kind}_views.py")
-    views = _views(seed={"sessions": 21, "tumbling": 22, "sliding": 23}[kind])
+    views = _views(seed={"sessions": 21, "tumbling": 22, "sliding": 23}[kind], origin=event_time_origin())
     expected = {"sessions": _sessions, "tumbling": _tumbling, "sliding": _sliding}[kind](views)
     env = {
         "PAGE_VIEWS_TOPIC": source,
