@@ -25,6 +25,7 @@ from batondev.podrunner import harness
 
 from baton.testing import produce, wait_for
 from tests.support.deploy import USERS, counts
+from tests.support.event_time import event_time_origin
 from tests.support.operator import KubectlFn, apply, example_manifest, get_json, install_crds, start_operator
 
 pytestmark = pytest.mark.e2e
@@ -40,14 +41,15 @@ class Clicks:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._rng = random.Random(7)
         self._n = 0
+        self._origin = event_time_origin()  # a millisecond a click from here: never an hour ahead
 
     def batch(self, n: int) -> None:
         records = []
         for _ in range(n):
             user = self._rng.choice(USERS)
-            ts = 1_700_000_000 + self._n
+            ms = self._origin + self._n
             self._n += 1
-            records.append((user.encode(), orjson.dumps({"user_id": user, "timestamp": ts}), ts * 1000))
+            records.append((user.encode(), orjson.dumps({"user_id": user, "timestamp": ms // 1000}), ms))
             self.sent[user] += 1
         produce(self.bootstrap, self.topic, records)
 

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from baton.testing import WorkerProcess, produce, read_all, wait_for
+from tests.support.event_time import event_time_origin
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +45,8 @@ def test_windowed_count_replayed_from_the_start_gives_the_same_output(
     module = tmp_path / "windowed.py"
     module.write_text(TOPOLOGY)
     rng = random.Random(11)
-    events = [(f"u{rng.randrange(20)}", rng.randrange(0, 120_000)) for _ in range(4000)]  # out of order
+    origin = event_time_origin()  # two minutes of events from here, out of order
+    events = [(f"u{rng.randrange(20)}", origin + rng.randrange(0, 120_000)) for _ in range(4000)]
     produce(
         kafka_bootstrap,
         source,

@@ -54,6 +54,16 @@ def service_account_kubeconfig(kubectl: KubectlFn, kube: Kube, namespace: str, s
     return dest
 
 
+# An HTTP 403 on its own: not part of a longer number (a resourceVersion, a Lease identity) nor a
+# log line's time (",403" milliseconds: test_chart_install failed on "14:18:45,403" once).
+_STATUS_403 = re.compile(r"(?<![\w.,:])403(?![\w.])")
+
+
+def refused_calls(log: str) -> list[str]:
+    """The operator's log lines that report a call the API server refused (Forbidden, 403)."""
+    return [line for line in log.splitlines() if "Forbidden" in line or _STATUS_403.search(line)]
+
+
 def get_json(kubectl: KubectlFn, *args: str) -> Any:
     return json.loads(kubectl("get", *args, "-o", "json").stdout)
 
