@@ -15,6 +15,10 @@ produces the count (no store, no changelog, no transaction), on the same broker,
 topic, in this same invocation. Baton's rows say what fraction of it they reach: the price
 of state that survives the pod, restores, standbys and exactly-once.
 
+The ``cores`` column is how many cores were busy while the records were processed (all
+of the machine's), ``broker`` how many of them the local stack's broker used: on a
+two-core machine, what the worker processes did not get.
+
 ``--repeat N`` measures everything (the ceiling included) N times, in rounds, each round
 in another order, and each row shows the median records/s with the range; the ratios are
 those of the medians. This machine's speed drifts by a quarter from one minute to the next
@@ -40,6 +44,7 @@ from baton.testing import WorkerProcess, latest_by_key, read_all, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))
 
+from batondev import kafka, procs
 from batondev.standbys import load_user_clicks
 
 PARTITIONS = 8
@@ -76,15 +81,20 @@ def run_one(
     worker.start()
     first = last = 0.0
     commit_seconds = 0.0
+    cpu: dict[str, float] = {}  # CPU seconds of the broker and of the machine, at the first and last poll
+    broker = procs.running_pid(kafka.NAME)
     try:
 
         def progress() -> bool:
             nonlocal first, last, commit_seconds
             done = worker.metric("baton_records_consumed_total")
             now = time.monotonic()
+            when = "last" if first else "first"
             if done > 0 and not first:
                 first = now
             last = now
+            if done > 0:
+                cpu.update(_cpu_sample(when, broker))
             if done >= events:
                 commit_seconds = worker.metric("baton_commit_latency_seconds_sum")
             return done >= events
@@ -108,8 +118,28 @@ def run_one(
         # the processing threads' time spent committing (the cache flush, then waiting on the broker),
         # as a share of the run: where a second process's scaling goes under exactly-once
         "in_commit": round(commit_seconds / (processes * (last - started)), 3),
+        # cores in use while the records were processed: the whole machine, and the broker's share
+        # of them (what the worker processes did not get on this machine)
+        **_cores(cpu, seconds),
         "exit_code": code,
         "sink": sink,
+    }
+
+
+def _cpu_sample(when: str, broker: int | None) -> dict[str, float]:
+    """CPU seconds used so far by the local stack's broker and by the whole machine."""
+    if broker is None:  # a broker that is not the local stack's: nothing to read
+        return {}
+    return {f"broker_{when}": procs.cpu_seconds(broker), f"busy_{when}": procs.busy_seconds()}
+
+
+def _cores(cpu: dict[str, float], seconds: float) -> dict[str, float]:
+    """Cores in use over the measured span: the machine's, and the broker's share of them."""
+    if "broker_last" not in cpu or "broker_first" not in cpu:
+        return {}
+    return {
+        "busy_cores": round((cpu["busy_last"] - cpu["busy_first"]) / seconds, 2),
+        "broker_cores": round((cpu["broker_last"] - cpu["broker_first"]) / seconds, 2),
     }
 
 
@@ -152,12 +182,15 @@ def run_ceiling(bootstrap: str, source: str, events: int, round_: int = 1) -> di
     done = 0
     started = time.monotonic()
     first = 0.0
+    cpu: dict[str, float] = {}
+    broker = procs.running_pid(kafka.NAME)
     loads, dumps, produce_one = orjson.loads, orjson.dumps, producer.produce
     try:
         while done < events:
             batch = consumer.consume(1000, 0.5)
             if batch and not first:
                 first = time.monotonic()
+                cpu = _cpu_sample("first", broker)
             for msg in batch:
                 value = msg.value()
                 if msg.error() is not None or value is None:
@@ -175,6 +208,7 @@ def run_ceiling(bootstrap: str, source: str, events: int, round_: int = 1) -> di
             producer.poll(0)
         producer.flush(60)
         last = time.monotonic()
+        cpu |= _cpu_sample("last", broker)
     finally:
         consumer.close()
     seconds = max(last - first, POLL_S)  # a run shorter than one poll is known only to that granularity
@@ -186,6 +220,7 @@ def run_ceiling(bootstrap: str, source: str, events: int, round_: int = 1) -> di
         "records_per_second": round(done / seconds),
         "end_to_end_seconds": round(last - started, 2),
         "in_commit": 0.0,
+        **_cores(cpu, seconds),
         "exit_code": 0,
         "sink": sink,
     }
@@ -239,14 +274,15 @@ def main() -> None:
     rows = summarize(results, runs)
     print(
         f"{'run':<22}{'procs':>6}{'events':>10}{'seconds':>10}{'records/s':>12}{'of ceiling':>12}"
-        f"{'of 1 proc':>11}{'end-to-end s':>14}{'in commit':>11}{'exact':>8}"
+        f"{'of 1 proc':>11}{'end-to-end s':>14}{'in commit':>11}{'cores':>7}{'broker':>8}{'exact':>8}"
         + (f"  {'runs (range)':<20}" if args.repeat > 1 else "")
     )
     for r in rows:
         print(
             f"{r['guarantee']:<22}{r['processes']:>6}{r['events']:>10,}{r['seconds']:>10}"
             f"{r['records_per_second']:>12,}{r['of_ceiling']:>12}{r['of_one_process']:>11}"
-            f"{r['end_to_end_seconds']:>14}{r['in_commit']:>11.1%}{'yes' if r['exact'] else 'NO':>8}"
+            f"{r['end_to_end_seconds']:>14}{r['in_commit']:>11.1%}{r.get('busy_cores', '-'):>7}"
+            f"{r.get('broker_cores', '-'):>8}{'yes' if r['exact'] else 'NO':>8}"
             + (
                 f"  {r['runs']} ({r['min_records_per_second']:,}-{r['max_records_per_second']:,})"
                 if args.repeat > 1

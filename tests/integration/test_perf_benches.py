@@ -64,6 +64,10 @@ def test_throughput_bench_counts_exactly_against_the_ceiling(kafka_bootstrap: st
     # exactly-once commits every 100 ms: its processing threads spent some of the run committing
     assert all(0 < runs[("exactly_once_v2", n)]["in_commit"] < 1 for n in (1, 2)), runs
     assert "of ceiling" in proc.stdout and "of 1 proc" in proc.stdout and "in commit" in proc.stdout
+    # the cores in use while the ceiling loop ran, read from /proc: the loop's own at least
+    ceiling = runs[("plain loop (ceiling)", 1)]
+    assert ceiling["busy_cores"] > 0 and ceiling["broker_cores"] >= 0, ceiling
+    assert "cores" in proc.stdout and "broker" in proc.stdout
 
 
 def test_profile_bench_charges_every_sample_to_a_stage(kafka_bootstrap: str, tmp_path: Path) -> None:

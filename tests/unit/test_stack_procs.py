@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,27 @@ def test_a_recycled_pid_that_is_not_ours_is_not_running(run_dir: Path) -> None:
     (run_dir / "other").mkdir()
     procs.pid_file("other").write_text("1")  # init: alive, but not started by the stack
     assert procs.running_pid("other") is None
+
+
+def test_cpu_time_counts_a_busy_child_and_the_machine() -> None:
+    """bench/throughput.py's cores columns: a child that spins for 0.3 s used about that much CPU."""
+    busy_before = procs.busy_seconds()
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ninput()",
+        ],
+        stdin=subprocess.PIPE,
+    )
+    try:
+        spent = 0.0
+        for _ in range(100):  # until the loop is done: it then waits on stdin
+            spent = procs.cpu_seconds(child.pid)
+            if spent >= 0.3:
+                break
+            time.sleep(0.05)
+        assert 0.3 <= spent < 1.0
+        assert procs.busy_seconds() - busy_before >= 0.3
+    finally:
+        child.communicate(b"\n", timeout=10)
