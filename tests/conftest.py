@@ -24,7 +24,7 @@ from batondev import kube as kube_mod
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
-from tests.support.event_time import DEFAULT_RETENTION_MS, expiring
+from tests.support.event_time import expiring, retention_ms
 
 
 def _up(*components: str) -> None:
@@ -61,30 +61,27 @@ def new_topic(kafka_admin: AdminClient, unique_name: str) -> Iterator[Callable[.
     Afterwards it fails the test if a topic that ages out holds records older than the
     broker's retention (see ``tests/support/event_time.py``): such data disappears only
     when the broker's retention check happens to run during the test."""
-    created: list[str] = []
-    configs: dict[str, dict[str, str]] = {}
-    partitions_of: dict[str, int] = {}
+    created: dict[str, tuple[int, dict[str, str]]] = {}  # topic -> (partitions, config), in creation order
 
     def make(partitions: int = 8, config: dict[str, str] | None = None, name: str | None = None) -> str:
         topic = name or f"{unique_name}-t{len(created)}"
-        configs[topic], partitions_of[topic] = dict(config or {}), partitions
         futures = kafka_admin.create_topics(
             [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})]
         )
         futures[topic].result(30)
-        created.append(topic)
+        created[topic] = partitions, dict(config or {})
         return topic
 
     yield make
     now = int(time.time() * 1000)
     old = [
         where
-        for topic in created
-        if (retention := _retention_ms(configs[topic])) is not None
-        for where in expiring(_newest(kafka_admin, topic, partitions_of[topic]), now, retention)
+        for topic, (partitions, config) in created.items()
+        if (retention := retention_ms(config)) is not None
+        for where in expiring(_newest(kafka_admin, topic, partitions), now, retention)
     ]
     if created:
-        for fut in kafka_admin.delete_topics(created).values():
+        for fut in kafka_admin.delete_topics(list(created)).values():
             with contextlib.suppress(KafkaException):  # already deleted by the test itself
                 fut.result(30)
     if old:
@@ -94,12 +91,6 @@ def new_topic(kafka_admin: AdminClient, unique_name: str) -> Iterator[Callable[.
             "Date event times from tests.support.event_time.event_time_origin(), not from 1970.",
             pytrace=False,
         )
-
-
-def _retention_ms(config: dict[str, str]) -> int | None:
-    """How old a record of this topic may get before the broker deletes it; None: never by age."""
-    retention = int(config.get("retention.ms", DEFAULT_RETENTION_MS))
-    return retention if "delete" in config.get("cleanup.policy", "delete") and retention >= 0 else None
 
 
 def _newest(admin: AdminClient, topic: str, partitions: int) -> list[tuple[str, int, int]]:

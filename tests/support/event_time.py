@@ -29,6 +29,13 @@ def event_time_origin(granularity_ms: int = 60_000) -> int:
     return now - now % granularity_ms
 
 
+def retention_ms(config: dict[str, str]) -> int | None:
+    """How old a record of a topic with this config may get before the broker deletes it;
+    None: never by age (compacted only, or retention -1)."""
+    retention = int(config.get("retention.ms", DEFAULT_RETENTION_MS))
+    return retention if "delete" in config.get("cleanup.policy", "delete") and retention >= 0 else None
+
+
 def expiring(
     newest: Iterable[tuple[str, int, int]], now_ms: int, retention_ms: int = DEFAULT_RETENTION_MS
 ) -> list[str]:

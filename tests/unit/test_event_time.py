@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tests.support.event_time import DEFAULT_RETENTION_MS, event_time_origin, expiring
+from tests.support.event_time import DEFAULT_RETENTION_MS, event_time_origin, expiring, retention_ms
 
 NOW = 1_795_700_000_000
 
@@ -31,3 +31,11 @@ def test_the_origin_is_now_on_a_window_boundary() -> None:
     assert origin % 1000 == 0
     assert before - 1000 < origin <= int(time.time() * 1000)
     assert expiring([("t", 0, origin)], int(time.time() * 1000)) == []
+
+
+def test_only_topics_that_delete_by_age_have_a_retention() -> None:
+    assert retention_ms({}) == DEFAULT_RETENTION_MS
+    assert retention_ms({"retention.ms": "60000"}) == 60_000
+    assert retention_ms({"cleanup.policy": "compact,delete"}) == DEFAULT_RETENTION_MS
+    assert retention_ms({"cleanup.policy": "compact"}) is None
+    assert retention_ms({"retention.ms": "-1"}) is None
