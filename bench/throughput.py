@@ -12,8 +12,10 @@ excluded; the end-to-end time is reported too.
 **The ceiling** is what one Python process does with the same input and no framework: a
 confluent-kafka consumer loop that decodes each click (orjson), counts it in a dict and
 produces the count (no store, no changelog, no transaction), on the same broker, the same
-topic, in this same invocation. Baton's rows say what fraction of it they reach: the price
-of state that survives the pod, restores, standbys and exactly-once.
+topic, in this same invocation, its consumer fetching as Baton's does. Baton's rows say
+what fraction of it they reach: the price of state that survives the pod, restores,
+standbys and exactly-once. A second row runs the same loop on librdkafka's fetch defaults,
+whose 1 s backoff caps what a consumer reads (~120,000 small records/s here).
 
 The ``cores`` column is how many cores were busy while the records were processed (all
 of the machine's), ``broker`` how many of them the local stack's broker used: on a
@@ -41,6 +43,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from baton.testing import WorkerProcess, latest_by_key, read_all, wait_for
+from baton.worker.runtime.clients import FETCH_DEFAULTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))
 
@@ -49,6 +52,10 @@ from batondev.standbys import load_user_clicks
 
 PARTITIONS = 8
 CEILING = "plain loop (ceiling)"
+# the same loop with librdkafka's own fetch settings: what a consumer reads when it keeps the
+# 1 s fetch backoff that Baton's consumer shortens (baton/worker/runtime/clients.py)
+LIBRDKAFKA_FETCH = "plain loop, librdkafka fetch"
+CEILINGS = {CEILING: FETCH_DEFAULTS, LIBRDKAFKA_FETCH: {}}
 POLL_S = 0.25  # how often the worker's consumed-records counter is scraped
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "click_counter.py")
 
@@ -156,9 +163,15 @@ def _all_committed(bootstrap: str, group: str, topic: str) -> bool:
     return all(offsets.get(p, -1) >= end for p, end in ends.items())
 
 
-def run_ceiling(bootstrap: str, source: str, events: int, round_: int = 1) -> dict[str, float | str]:
-    """The plain loop: decode, count in a dict, produce the count. Same clock as Baton's rows."""
-    sink = f"{source}-counts-ceiling-r{round_}"
+def run_ceiling(
+    bootstrap: str, source: str, events: int, round_: int = 1, name: str = CEILING
+) -> dict[str, float | str]:
+    """The plain loop: decode, count in a dict, produce the count. Same clock as Baton's rows.
+
+    The ceiling's consumer fetches as Baton's does (``FETCH_DEFAULTS``); ``LIBRDKAFKA_FETCH``
+    is the same loop on librdkafka's defaults, which cap what any consumer reads here.
+    """
+    sink = f"{source}-counts-ceiling-{'baton' if name == CEILING else 'librdkafka'}-r{round_}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(sink, PARTITIONS, 1)])[sink].result(30)
     consumer = Consumer(
@@ -167,6 +180,7 @@ def run_ceiling(bootstrap: str, source: str, events: int, round_: int = 1) -> di
             "group.id": f"ceiling-{uuid.uuid4().hex[:6]}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": True,
+            **CEILINGS[name],
         }
     )
     producer = Producer(
@@ -213,7 +227,7 @@ def run_ceiling(bootstrap: str, source: str, events: int, round_: int = 1) -> di
         consumer.close()
     seconds = max(last - first, POLL_S)  # a run shorter than one poll is known only to that granularity
     return {
-        "guarantee": CEILING,
+        "guarantee": name,
         "processes": 1,
         "events": done,
         "seconds": round(seconds, 2),
@@ -246,15 +260,15 @@ def main() -> None:
     t0 = time.monotonic()
     expected = load_user_clicks(args.bootstrap, source, args.events, args.users)
     print(f"produced {args.events:,} events in {time.monotonic() - t0:.1f}s")
-    runs: list[tuple[str, int]] = [(CEILING, 1)]
+    runs: list[tuple[str, int]] = [(CEILING, 1), (LIBRDKAFKA_FETCH, 1)]
     runs += [(g, n) for g in ("at_least_once", "exactly_once_v2") for n in process_counts]
     results: list[dict[str, float | str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(1, args.repeat + 1):
             shift = (round_ - 1) % len(runs)
             for guarantee, processes in runs[shift:] + runs[:shift]:
-                if guarantee == CEILING:
-                    r = run_ceiling(args.bootstrap, source, args.events, round_)
+                if guarantee in CEILINGS:
+                    r = run_ceiling(args.bootstrap, source, args.events, round_, guarantee)
                 else:
                     r = run_one(
                         args.bootstrap,
@@ -273,13 +287,13 @@ def main() -> None:
         r["exact"] = got == expected
     rows = summarize(results, runs)
     print(
-        f"{'run':<22}{'procs':>6}{'events':>10}{'seconds':>10}{'records/s':>12}{'of ceiling':>12}"
+        f"{'run':<30}{'procs':>6}{'events':>10}{'seconds':>10}{'records/s':>12}{'of ceiling':>12}"
         f"{'of 1 proc':>11}{'end-to-end s':>14}{'in commit':>11}{'cores':>7}{'broker':>8}{'exact':>8}"
         + (f"  {'runs (range)':<20}" if args.repeat > 1 else "")
     )
     for r in rows:
         print(
-            f"{r['guarantee']:<22}{r['processes']:>6}{r['events']:>10,}{r['seconds']:>10}"
+            f"{r['guarantee']:<30}{r['processes']:>6}{r['events']:>10,}{r['seconds']:>10}"
             f"{r['records_per_second']:>12,}{r['of_ceiling']:>12}{r['of_one_process']:>11}"
             f"{r['end_to_end_seconds']:>14}{r['in_commit']:>11.1%}{r.get('busy_cores', '-'):>7}"
             f"{r.get('broker_cores', '-'):>8}{'yes' if r['exact'] else 'NO':>8}"

@@ -52,6 +52,7 @@ def test_throughput_bench_counts_exactly_against_the_ceiling(kafka_bootstrap: st
     runs = {(r["guarantee"], r["processes"]): r for r in report["results"]}
     assert set(runs) == {
         ("plain loop (ceiling)", 1),
+        ("plain loop, librdkafka fetch", 1),
         ("at_least_once", 1),
         ("at_least_once", 2),
         ("exactly_once_v2", 1),
