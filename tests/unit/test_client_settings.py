@@ -33,3 +33,10 @@ def test_the_users_setting_wins(key: str) -> None:
     clients = _clients(**{key: "1000"})
     assert clients.consumer()["fetch.queue.backoff.ms"] == "1000"
     assert "fetch.queue.backoff.ms" not in clients.producer()
+
+
+def test_the_group_member_heartbeats_every_second_unless_told_otherwise() -> None:
+    assert _clients().membership()["heartbeat_interval_ms"] == 1000
+    assert (
+        _clients(**{"consumer.heartbeat.interval.ms": "3000"}).membership()["heartbeat_interval_ms"] == 3000
+    )

@@ -22,6 +22,8 @@ from baton.worker.config import ProcessingGuarantee, WorkerConfig
 # it past what a Python process processes; a full queue then costs ten checks a second.
 FETCH_DEFAULTS: dict[str, Any] = {"fetch.queue.backoff.ms": 100}
 
+HEARTBEAT_MS = 1000  # the group member's heartbeat (see ClientSettings.membership)
+
 CONSUMER_ONLY = frozenset(
     {
         "session.timeout.ms",
@@ -94,10 +96,18 @@ class ClientSettings:
         return conf
 
     def membership(self) -> dict[str, Any]:
-        """kafka-python's spelling of the same settings, for the group member."""
+        """kafka-python's spelling of the same settings, for the group member.
+
+        Heartbeats every second, not the clients' usual 3 s: members hear of a rebalance at
+        their next heartbeat, and a member that joins a running group (a scale-out, a pod's
+        second process, a restarted pod) gets its tasks only once every other member has
+        heard. At 3 s, the second process of a pod ran idle for 3 s while the first one
+        held all the tasks (bench/throughput.py --processes 2). A user's setting wins.
+        """
         return {
             "bootstrap_servers": self.config.bootstrap_servers.split(","),
             "client_id": f"{self.app}-{self.ident}",
+            "heartbeat_interval_ms": HEARTBEAT_MS,
             **kafka_python_config(self.config.kafka_config),
         }
 
