@@ -1,4 +1,5 @@
-"""The worker's client settings: Baton's fetch default reaches the consumers only, and yields to the user's."""
+"""The worker's client settings: Baton's defaults (the consumer's fetch backoff, the member's heartbeat)
+reach only the clients they are for, and yield to the user's."""
 
 from __future__ import annotations
 
