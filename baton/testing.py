@@ -25,6 +25,8 @@ from typing import TypeVar
 import orjson
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from baton.worker.runtime.clients import FETCH_DEFAULTS
+
 T = TypeVar("T")
 
 _LAUNCH = "import sys; from baton.cli import main; sys.argv[0] = 'baton'; main()"
@@ -241,6 +243,7 @@ def read_all(
             "isolation.level": "read_committed" if committed_only else "read_uncommitted",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            **FETCH_DEFAULTS,  # reads whole topics: librdkafka's 1 s fetch backoff caps it as it capped the worker
         }
     )
     try:
