@@ -24,6 +24,7 @@ from batondev import kube as kube_mod
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
+from tests.support.durations import kubectl_deadline
 from tests.support.event_time import expiring, retention_ms
 
 
@@ -141,14 +142,14 @@ def kubectl(kube: Kube) -> KubectlFn:
     """Run the real kubectl: ``kubectl("get", "pods", "-n", ns, check=True, input=None)``."""
 
     def run(
-        *args: str, check: bool = True, input: str | None = None, timeout: float = 120
+        *args: str, check: bool = True, input: str | None = None, timeout: float | None = None
     ) -> subprocess.CompletedProcess[str]:
         out = subprocess.run(
             [str(kube.kubectl), f"--kubeconfig={kube.kubeconfig}", *args],
             input=input,
             capture_output=True,
             text=True,
-            timeout=timeout,
+            timeout=timeout if timeout is not None else kubectl_deadline(args),
         )
         if check and out.returncode != 0:
             raise AssertionError(
