@@ -47,6 +47,8 @@ def test_subscription_and_roles_round_trip() -> None:
     assert Roles.decode(b'{"v": 1}').coverage is None  # a worker from before coverage was reported
     moving = Roles(standby=frozenset({T1}), followup=True)
     assert Roles.decode(moving.encode()) == moving and not Roles.decode(b'{"v": 1}').followup
+    partial = Roles(incomplete=True)
+    assert Roles.decode(partial.encode()) == partial and not Roles.decode(b'{"v": 1}').incomplete
 
 
 @pytest.mark.parametrize(

@@ -257,6 +257,14 @@ class Membership(threading.Thread):
         )
         self._consumer = consumer
         consumer.subscribe(sorted(self.settings.topic_to_sub), listener=_Listener(self))
+        # Know every input topic's partitions before the first JoinGroup: a leader that joins
+        # before its metadata arrives assigns no tasks of the topics it does not know yet. It
+        # rebalances again once the metadata comes, unless it dies first; restarted, a static
+        # member is handed that stored assignment and the group sat with no tasks for good
+        # (a CI run of tests/integration/test_engine_global_table.py, whose input is stateless
+        # and so was not fetched by ``_refresh_ends``).
+        for topic in sorted(self.settings.topic_to_sub):
+            consumer.partitions_for_topic(topic)
         return consumer
 
     def run(self) -> None:
@@ -479,9 +487,18 @@ class Membership(threading.Thread):
                 )
                 reports[member.member_id] = Subscription(process=member.member_id, host=member.member_id)
         partitions: dict[TaskId, list[TP]] = {}
+        unknown: list[str] = []
         for topic, sub in sorted(s.topic_to_sub.items()):
-            for p in sorted(cluster.partitions_for_topic(topic) or ()):
+            known = cluster.partitions_for_topic(topic)
+            if not known:
+                unknown.append(topic)
+            for p in sorted(known or ()):
                 partitions.setdefault(TaskId(sub, p), []).append((topic, p))
+        if unknown:
+            log.warning(
+                "assigning without the partitions of some input topics; every member rejoins soon",
+                extra={"group": s.group_id, "topics": unknown, "rejoin_after_s": FOLLOWUP_SECONDS},
+            )
         tasks = set(partitions)
         stateful = {t for t in tasks if t.subtopology in s.stateful_subs}
         wanted = sorted({tp for t in stateful for tp in s.state_partitions(t)})
@@ -524,6 +541,7 @@ class Membership(threading.Thread):
                 probe_after_ms=probe_after,
                 coverage=decided.coverage,
                 followup=moving > 0,
+                incomplete=bool(unknown),
                 endpoints=endpoints,
             )
             a_tp = ConsumerProtocolAssignment.TopicPartition
@@ -589,6 +607,12 @@ class Membership(threading.Thread):
         elif roles.followup and not donor:
             self._followups = 0
             self._followup_at = time.monotonic() + FIRST_FOLLOWUP_SECONDS
+        elif roles.incomplete:
+            # Any member's rejoin with new metadata starts a rebalance, and the leader's metadata
+            # has long arrived by then; a member restarted into this stored assignment rejoins
+            # too. Not at once: a topic that stays unknown costs one rebalance per FOLLOWUP_SECONDS.
+            self._followups = 0
+            self._followup_at = time.monotonic() + FOLLOWUP_SECONDS
         else:
             self._followup_at, self._followups = None, 0
 

@@ -114,6 +114,10 @@ class Roles:
     probe_after_ms: int | None = None  # warmups are running: the leader rebalances again after this long
     coverage: StandbyCoverage | None = None  # the whole group's, the same in every member's roles
     followup: bool = False  # some active moves between members: a follow-up rebalance comes at once
+    # the leader knew no partitions of some input topic, so tasks may be missing: every member
+    # rejoins a little later (a restarted static leader is handed this stored assignment and
+    # would never notice the topic's metadata arriving; kafka-python has no KIP-814)
+    incomplete: bool = False
     # every member's endpoint -> the tasks it runs active: interactive queries' routing
     # (Kafka Streams' partitionsByHost), the same in every member's roles
     endpoints: Mapping[str, frozenset[TaskId]] = field(default_factory=dict)
@@ -128,6 +132,8 @@ class Roles:
         }
         if self.followup:
             doc["followup"] = True
+        if self.incomplete:
+            doc["incomplete"] = True
         if self.endpoints:
             doc["endpoints"] = {e: _tasks(ts) for e, ts in sorted(self.endpoints.items())}
         if self.coverage is not None:
@@ -151,6 +157,7 @@ class Roles:
             warmup=_parse_tasks(doc.get("warmup", [])),
             probe_after_ms=None if probe is None else int(str(probe)),
             followup=doc.get("followup") is True,
+            incomplete=doc.get("incomplete") is True,
             endpoints={str(e): _parse_tasks(ts) for e, ts in endpoints.items()},
             coverage=None
             if coverage is None
