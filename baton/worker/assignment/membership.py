@@ -236,6 +236,7 @@ class Membership(threading.Thread):
         self._owned: set[TP] = set()
         self._roles = Roles()
         self._probe_at: float | None = None
+        self._probe_generation = -1  # the generation whose assignment asked for the probe
         self._commits: queue.Queue[tuple[dict[TP, tuple[int, str]], Future[None]]] = queue.Queue()
         self._consumer: KafkaConsumer | None = None
         self._started = threading.Event()
@@ -440,7 +441,13 @@ class Membership(threading.Thread):
         if self._probe_at is None or time.monotonic() < self._probe_at:
             return
         self._probe_at = None
+        meta = consumer.group_metadata()
+        if meta.state != MemberState.STABLE or int(meta.generation_id) != self._probe_generation:
+            return  # another member's probe (or any rebalance) came first: the leader has decided again
         log.info("probing rebalance: warmups may have caught up", extra={"group": self.settings.group_id})
+        # a member that is not the leader rejoining with unchanged metadata would be answered
+        # with the current generation (no rebalance): naming the generation makes it differ
+        self._following_up = self._probe_generation
         # KafkaConsumer has no public "enforce rebalance"; the coordinator's request_rejoin is that call
         consumer._coordinator.request_rejoin()
 
@@ -552,8 +559,6 @@ class Membership(threading.Thread):
                 ],
                 user_data=user.encode(),
             )
-        if decided.probing:
-            self._probe_at = time.monotonic() + s.probing_interval_ms / 1000
         log.info(
             "assignment computed",
             extra={
@@ -597,6 +602,15 @@ class Membership(threading.Thread):
         # only at their next heartbeat, and the coordinator waits for them too: the leader
         # marks an assignment that moves actives (``followup``), and they join at once as
         # well. A member that releases partitions needs nothing: kafka-python rejoins for it.
+        # Every member schedules the probing rebalance, not only the leader that asked for it:
+        # a leader restarted within its session is handed its stored assignment, is not told
+        # it leads (no KIP-814 in kafka-python) and would never probe, leaving the warmups
+        # unpromoted for good. Members' probes at about the same time make one rebalance.
+        if roles.probe_after_ms is not None:
+            self._probe_at = time.monotonic() + roles.probe_after_ms / 1000
+            self._probe_generation = generation
+        else:
+            self._probe_at = None
         donor = bool(self._owned - owned)
         self._followup_generation = generation
         self._following_up = None
