@@ -24,7 +24,7 @@ from batondev import kube as kube_mod
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
-from tests.support.durations import kubectl_deadline
+from tests.support.durations import cli_deadline
 from tests.support.event_time import expiring, retention_ms
 
 
@@ -149,7 +149,7 @@ def kubectl(kube: Kube) -> KubectlFn:
             input=input,
             capture_output=True,
             text=True,
-            timeout=timeout if timeout is not None else kubectl_deadline(args),
+            timeout=timeout if timeout is not None else cli_deadline(args),
         )
         if check and out.returncode != 0:
             raise AssertionError(

@@ -159,7 +159,6 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
                 "-n",
                 namespace,
                 "--timeout=240s",
-                timeout=250,
             )
             (job_pod,) = get_json(kubectl, "pods", "-n", namespace, "-l", "job-name=compact-1")["items"]
             assert job_pod["spec"]["containers"][0]["image"] == compactor_image

@@ -18,10 +18,10 @@ def go_duration_seconds(text: str) -> float:
     return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
-def kubectl_deadline(args: tuple[str, ...], floor: float = 120.0, margin: float = 30.0) -> float:
-    """How long a kubectl call may run: ``floor`` seconds, or ``margin`` longer than its own
-    ``--timeout`` (e.g. ``kubectl wait --timeout=180s``), so kubectl gets to report what it
-    waited for instead of being cut off by the fixture with a bare TimeoutExpired."""
+def cli_deadline(args: tuple[str, ...], floor: float = 120.0, margin: float = 30.0) -> float:
+    """How long a kubectl or helm call may run: ``floor`` seconds, or ``margin`` longer than its
+    own ``--timeout`` (e.g. ``kubectl wait --timeout=180s``), so the tool gets to report what it
+    waited for instead of being cut off by the test with a bare TimeoutExpired."""
     own = max(
         (go_duration_seconds(a.split("=", 1)[1]) for a in args if a.startswith("--timeout=")), default=0.0
     )

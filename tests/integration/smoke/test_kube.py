@@ -13,6 +13,7 @@ from batondev.paths import FIXTURES
 
 from baton.testing import wait_for
 from tests.conftest import Kube, KubectlFn
+from tests.support.durations import cli_deadline
 
 pytestmark = pytest.mark.integration
 
@@ -138,15 +139,26 @@ def test_helm_install_of_a_tiny_chart(kube: Kube, kubectl: KubectlFn, namespace:
             [str(kube.helm), f"--kubeconfig={kube.kubeconfig}", *args],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=cli_deadline(args),
             check=True,
         )
 
-    helm("install", "smoke", str(FIXTURES / "tiny-chart"), "-n", namespace, "--set", "greeting=hi", "--wait")
+    # helm's own --timeout (its default is 5 min) stays inside the subprocess deadline
+    helm(
+        "install",
+        "smoke",
+        str(FIXTURES / "tiny-chart"),
+        "-n",
+        namespace,
+        "--set",
+        "greeting=hi",
+        "--wait",
+        "--timeout=90s",
+    )
     cm = json.loads(kubectl("get", "configmap", "smoke-greeting", "-n", namespace, "-o", "json").stdout)
     assert cm["data"]["greeting"] == "hi"
     status = json.loads(helm("status", "smoke", "-n", namespace, "-o", "json").stdout)
     assert status["info"]["status"] == "deployed"
-    helm("uninstall", "smoke", "-n", namespace, "--wait")
+    helm("uninstall", "smoke", "-n", namespace, "--wait", "--timeout=90s")
     gone = kubectl("get", "configmap", "smoke-greeting", "-n", namespace, check=False)
     assert gone.returncode != 0 and "NotFound" in gone.stderr

@@ -1,10 +1,10 @@
-"""The kubectl fixture's deadline follows a call's own ``--timeout`` (Go duration text)."""
+"""The kubectl and helm calls' deadline follows a call's own ``--timeout`` (Go duration text)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support.durations import go_duration_seconds, kubectl_deadline
+from tests.support.durations import cli_deadline, go_duration_seconds
 
 
 @pytest.mark.parametrize(
@@ -30,6 +30,6 @@ def test_anything_else_is_refused(text: str) -> None:
 
 
 def test_a_wait_longer_than_the_floor_gets_its_own_timeout_and_a_margin() -> None:
-    assert kubectl_deadline(("wait", "--for=condition=Ready", "sapp/x", "--timeout=180s")) == 210.0
-    assert kubectl_deadline(("wait", "--timeout=30s")) == 120.0
-    assert kubectl_deadline(("get", "pods")) == 120.0
+    assert cli_deadline(("wait", "--for=condition=Ready", "sapp/x", "--timeout=180s")) == 210.0
+    assert cli_deadline(("wait", "--timeout=30s")) == 120.0
+    assert cli_deadline(("get", "pods")) == 120.0
