@@ -111,7 +111,7 @@ class Roles:
     active: frozenset[TaskId] = frozenset()
     standby: frozenset[TaskId] = frozenset()
     warmup: frozenset[TaskId] = frozenset()
-    probe_after_ms: int | None = None  # warmups are running: the leader rebalances again after this long
+    probe_after_ms: int | None = None  # warmups are running: every member rejoins after this long (a probe)
     coverage: StandbyCoverage | None = None  # the whole group's, the same in every member's roles
     followup: bool = False  # some active moves between members: a follow-up rebalance comes at once
     # the leader knew no partitions of some input topic, so tasks may be missing: every member
