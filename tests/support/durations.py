@@ -1,4 +1,4 @@
-"""kubectl's duration flags (Go's ``time.Duration`` text), read as seconds for the test fixtures."""
+"""kubectl's and helm's duration flags (Go's ``time.Duration`` text), read as seconds for the tests."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from batondev import gobuild
 from batondev.paths import REPO
 
 from tests.conftest import Kube
+from tests.support.durations import cli_deadline
 from tests.support.operator import (
     KubectlFn,
     get_json,
@@ -42,7 +43,7 @@ class Helm:
             [str(self.kube.helm), f"--kubeconfig={self.kube.kubeconfig}", *args],
             capture_output=True,
             text=True,
-            timeout=180,
+            timeout=cli_deadline(args, floor=180),
         )
         if check and out.returncode != 0:
             raise AssertionError(f"helm {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")

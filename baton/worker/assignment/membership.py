@@ -197,6 +197,12 @@ class TaskAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         self._m.assignment_received(assignment, generation)
 
 
+def _stable_at(consumer: KafkaConsumer, generation: int) -> bool:
+    """Whether the member is in a stable group at ``generation`` (not rejoining, nothing newer)."""
+    meta = consumer.group_metadata()
+    return bool(meta.state == MemberState.STABLE and int(meta.generation_id) == generation)
+
+
 def _log_failed_commit(offsets: object, response: object) -> None:
     if isinstance(response, Exception):
         log.warning("offset commit at revocation failed", extra={"error": str(response)})
@@ -423,8 +429,7 @@ class Membership(threading.Thread):
         if self._followup_at is None or time.monotonic() < self._followup_at:
             return
         self._followup_at = None
-        meta = consumer.group_metadata()
-        if meta.state != MemberState.STABLE or int(meta.generation_id) != self._followup_generation:
+        if not _stable_at(consumer, self._followup_generation):
             return  # already rejoining, or the follow-up round is over: another would move nothing
         log.info(
             "joining the follow-up rebalance",
@@ -434,20 +439,22 @@ class Membership(threading.Thread):
                 "held_back": self._followups > 0,
             },
         )
-        self._following_up = self._followup_generation  # in the JoinGroup this rejoin sends
-        consumer._coordinator.request_rejoin()
+        self._rejoin_after(consumer, self._followup_generation)
 
     def _maybe_probe(self, consumer: KafkaConsumer) -> None:
         if self._probe_at is None or time.monotonic() < self._probe_at:
             return
         self._probe_at = None
-        meta = consumer.group_metadata()
-        if meta.state != MemberState.STABLE or int(meta.generation_id) != self._probe_generation:
+        if not _stable_at(consumer, self._probe_generation):
             return  # another member's probe (or any rebalance) came first: the leader has decided again
         log.info("probing rebalance: warmups may have caught up", extra={"group": self.settings.group_id})
-        # a member that is not the leader rejoining with unchanged metadata would be answered
-        # with the current generation (no rebalance): naming the generation makes it differ
-        self._following_up = self._probe_generation
+        self._rejoin_after(consumer, self._probe_generation)
+
+    def _rejoin_after(self, consumer: KafkaConsumer, generation: int) -> None:
+        """Rejoin, naming ``generation`` in the JoinGroup (``Subscription.followup_of``): a member
+        that is not the leader rejoining with unchanged metadata would be answered with the
+        current generation, and no rebalance would start."""
+        self._following_up = generation
         # KafkaConsumer has no public "enforce rebalance"; the coordinator's request_rejoin is that call
         consumer._coordinator.request_rejoin()
 
