@@ -87,13 +87,12 @@ def run_one(
     started = time.monotonic()
     worker.start()
     first = last = 0.0
-    commit_seconds = 0.0
     cpu: dict[str, float] = {}  # CPU seconds of the broker and of the machine, at the first and last poll
     broker = procs.running_pid(kafka.NAME)
     try:
 
         def progress() -> bool:
-            nonlocal first, last, commit_seconds
+            nonlocal first, last
             done = worker.metric("baton_records_consumed_total")
             now = time.monotonic()
             when = "last" if first else "first"
@@ -102,8 +101,6 @@ def run_one(
             last = now
             if done > 0:
                 cpu.update(_cpu_sample(when, broker))
-            if done >= events:
-                commit_seconds = worker.metric("baton_commit_latency_seconds_sum")
             return done >= events
 
         wait_for(f"{guarantee}: did not finish", progress, 600, every=POLL_S)
@@ -112,6 +109,10 @@ def run_one(
         # until the group has committed every input offset, or the exact check would judge
         # a stop, not the counts. (An at-least-once run commits every 30 s by default.)
         wait_for(f"{guarantee}: input not all committed", lambda: _all_committed(bootstrap, app, source), 120)
+        # Read once every input offset is committed: a short run can consume all of its input
+        # before its first commit has returned, and would show no time in commit at all.
+        commit_seconds = worker.metric("baton_commit_latency_seconds_sum")
+        committed = time.monotonic()
     finally:
         code = worker.stop(60)
     seconds = max(last - first, POLL_S)  # a run shorter than one poll is known only to that granularity
@@ -124,7 +125,7 @@ def run_one(
         "end_to_end_seconds": round(last - started, 2),
         # the processing threads' time spent committing (the cache flush, then waiting on the broker),
         # as a share of the run: where a second process's scaling goes under exactly-once
-        "in_commit": round(commit_seconds / (processes * (last - started)), 3),
+        "in_commit": round(commit_seconds / (processes * (committed - started)), 4),
         # cores in use while the records were processed: the whole machine, and the broker's share
         # of them (what the worker processes did not get on this machine)
         **_cores(cpu, seconds),
