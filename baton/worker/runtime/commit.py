@@ -150,7 +150,7 @@ class ExactlyOnce(Guarantee):
             log.warning("producer fenced or failed fatally; recreating it")
             self.output.recreate()
             self.output.producer.init_transactions(60)
-        self.output.changelog_offsets.clear()
+        self.output.transaction_aborted()
         self.output.producer.begin_transaction()
 
     def abort(self) -> None:
@@ -159,7 +159,7 @@ class ExactlyOnce(Guarantee):
         except KafkaException as exc:
             self._recover(exc)
             return
-        self.output.changelog_offsets.clear()
+        self.output.transaction_aborted()
         self.output.producer.begin_transaction()
 
 

@@ -186,6 +186,17 @@ class Output:
             self.errors.clear()
             raise DeliveryFailed(f"delivery failed: {first}")
 
+    def transaction_aborted(self) -> None:
+        """Forget what the aborted transaction's deliveries reported.
+
+        ``abort_transaction`` purges queued records and reports each as failed
+        (``_PURGE_QUEUE``) before it returns: kept, those reports would fail the next
+        commit as well, though its records are fine. A record the broker refused is
+        already remembered in ``refused`` by then.
+        """
+        self.changelog_offsets.clear()
+        self.errors.clear()
+
     def take_checkpoints(self) -> dict[tuple[str, int], int]:
         """Changelog checkpoints (next offset) of everything delivered since the last call."""
         out = {tp: offset + 1 for tp, offset in self.changelog_offsets.items()}
