@@ -116,8 +116,7 @@ class Output:
             self.producer.flush(0)
         except Exception:  # a fenced producer may refuse anything; it is dropped either way
             log.debug("flush of dropped producer failed", exc_info=True)
-        self.changelog_offsets.clear()
-        self.errors.clear()
+        self.transaction_aborted()  # the dropped producer's transaction is aborted by the new one's init
         self.producer = self._new_producer()
 
     def _delivered(self, err: KafkaError | None, msg: Message) -> None:
