@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 import pytest
 
 from baton.testing import read_all
+from baton.worker.config import ProcessingGuarantee, WorkerConfig
+from baton.worker.runtime.clients import ClientSettings
 from baton.worker.runtime.commit import ExactlyOnce
 from baton.worker.runtime.producer import Output
 
@@ -35,15 +37,13 @@ def test_a_commit_after_an_abort_with_queued_records_succeeds(
     kafka_bootstrap: str, new_topic: Callable[..., str]
 ) -> None:
     changelog = new_topic(partitions=1)
-    output = Output(
-        {
-            "bootstrap.servers": kafka_bootstrap,
-            "transactional.id": f"abort-test-{uuid.uuid4().hex[:6]}",
-            "linger.ms": 5,
-            "enable.idempotence": True,
-        },
-        {changelog},
+    config = WorkerConfig(
+        topology="examples/click_counter.py",
+        bootstrap_servers=kafka_bootstrap,
+        application_id=f"abort-test-{uuid.uuid4().hex[:6]}",
+        processing_guarantee=ProcessingGuarantee.EXACTLY_ONCE_V2,
     )
+    output = Output(ClientSettings(config, "blue-0").producer(), {changelog})  # the worker's own producer
     guarantee = ExactlyOnce(output, _NoOffsets())
     guarantee.start()
     for i in range(100_000):  # far more than one linger's batch: most are still queued at the abort
