@@ -64,6 +64,7 @@ def _child(code: str, bootstrap: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.xdist_group("fresh-broker")  # both starts use PORT_BASE: never at once under dev/test's xdist
 @pytest.mark.parametrize("start", ["first", "second"])
 def test_lag_of_groups_on_a_new_broker_is_none_and_the_process_lives(tmp_path: Path, start: str) -> None:
     with fresh_broker(tmp_path / start) as bootstrap:
