@@ -27,11 +27,11 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ign
 from tests.support.durations import cli_deadline
 from tests.support.event_time import expiring, retention_ms
 
-# `dev/test` runs two pytest-xdist workers with `--dist loadgroup`. Tests of the Kubernetes API,
+# `dev/test` runs three pytest-xdist workers with `--dist loadgroup`. Tests of the Kubernetes API,
 # the Spark cluster or the images all go to one of them, one after the other: the CRD is
 # cluster-wide (one test upgrades it), the dev pod runner plays kubelet for every namespace,
 # the standalone Spark cluster's two one-core workers serve one application at a time, and an
-# image build would only slow the other worker. Kafka-only tests spread over both workers:
+# image build would only slow the other worker. Kafka-only tests spread over all workers:
 # each has its own topics and groups, and most of their time is waiting on the broker.
 CLUSTER_FIXTURES = frozenset(
     {"kube", "kube_stack", "kubectl", "namespace", "operator", "spark", "runtime_image", "compactor_image"}
