@@ -33,9 +33,9 @@ from tests.support.event_time import expiring, retention_ms
 # the standalone Spark cluster's two one-core workers serve one application at a time, and an
 # image build would only slow the other worker. Kafka-only tests spread over all workers:
 # each has its own topics and groups, and most of their time is waiting on the broker.
-CLUSTER_FIXTURES = frozenset(
-    {"kube", "kube_stack", "kubectl", "namespace", "operator", "spark", "runtime_image", "compactor_image"}
-)
+# The roots only: `kube`, `kubectl`, `namespace` and `operator` all depend on `kube_stack`, and
+# an item's fixturenames hold the whole closure.
+CLUSTER_FIXTURES = frozenset({"kube_stack", "spark", "runtime_image", "compactor_image"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group into the node id
