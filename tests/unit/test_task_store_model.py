@@ -2,8 +2,12 @@
 
 ``TaskStore`` keeps uncommitted updates (and, since the read cache, committed values) in
 memory in front of RocksDB, flushes when a worker-wide budget runs out, and is committed or
-rolled back by the runtime. Over random interleavings of puts, deletes, reads, flushes,
-commits and aborts across two stores sharing one small budget, it must always:
+rolled back by the runtime. Exactly-once commits are pipelined (``runtime/commit.py``):
+``begin_commit`` cuts what a commit covers, updates go on while it is in flight, and it
+ends (``commit``) when it succeeds, at the latest when anything is sent, since a send waits
+for it. Over random interleavings of puts, deletes, reads, flushes, commits in one step,
+pipelined commits that succeed or fail, and aborts across two stores sharing one small
+budget, it must always:
 
 * read what the application last wrote (uncommitted updates included);
 * after an abort, read exactly the last committed values again;
@@ -14,6 +18,7 @@ commits and aborts across two stores sharing one small budget, it must always:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -25,7 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from baton import JSON, STR
 from baton.worker.state.stores import MemoryStore
 from baton.worker.state.task_store import MISSING, RETAINED_ENTRY_BYTES, CacheBudget, TaskStore, entry_size
-from baton.worker.topology.context import RecordContext
+from baton.worker.topology.context import Headers, RecordContext
 from baton.worker.topology.graph import StoreSpec
 from tests.support.tasks import Sent
 
@@ -35,6 +40,14 @@ KEYS = [b"a", b"b", b"c", b"d", b"e"]
 STORES = 2
 keys = st.sampled_from(KEYS)
 stores = st.integers(0, STORES - 1)
+
+
+@dataclass
+class InFlight:
+    """What a pipelined commit covers, per store: the values, and the changelog's length."""
+
+    values: list[dict[bytes, int]]
+    logged: list[int]
 
 
 class TaskStoreModel(RuleBasedStateMachine):
@@ -53,6 +66,7 @@ class TaskStoreModel(RuleBasedStateMachine):
         self.logged_at_commit: list[int] = [0] * STORES
         self.changed: list[set[bytes]] = [set() for _ in range(STORES)]  # since the last commit or abort
         self.next_value = 1
+        self.in_flight: InFlight | None = None
 
     def _store(self, i: int) -> TaskStore:
         forwarded = self.forwarded[i]
@@ -61,13 +75,31 @@ class TaskStoreModel(RuleBasedStateMachine):
             persistent=self.persistent[i],
             changelog_topic=f"cl{i}",
             partition=0,
-            send=self.log[i],
+            send=self._sender(i),
             ctx=RecordContext(),
             caching=True,
             budget=self.budget,
         )
         store.forward = lambda key, value: forwarded.__setitem__(key.encode(), value)
         return store
+
+    def _sender(self, i: int) -> Any:
+        """A store's send: like ``Output.send``, it first ends a commit in flight (which succeeds)."""
+        log = self.log[i]
+
+        def send(  # noqa: PLR0917 - implements context.Send
+            topic: str,
+            key: bytes | None,
+            value: bytes | None,
+            partition: int | None,
+            timestamp: int,
+            headers: Headers | None,
+        ) -> None:
+            if self.in_flight is not None:
+                self.finish_ok()
+            log(topic, key, value, partition, timestamp, headers)
+
+        return send
 
     @rule(i=stores, key=keys)
     def put(self, i: int, key: bytes) -> None:
@@ -94,19 +126,50 @@ class TaskStoreModel(RuleBasedStateMachine):
 
     @rule()
     def commit(self) -> None:
-        """The runtime's commit: flush every store, then persist (the transaction succeeded)."""
+        """The runtime's commit in one step: flush every store, then persist (the transaction succeeded)."""
+        self.begin_commit()
+        self.finish_ok()
+
+    @rule()
+    def begin_commit(self) -> None:
+        """A commit's first part: flush every store and cut what the commit covers."""
+        if self.in_flight is not None:  # the runtime ends the one in flight first
+            self.finish_ok()
         for i, store in enumerate(self.stores):
             store.flush()
-            store.commit(len(self.log[i]))
-            self.committed[i] = dict(self.current[i])
-            self.logged_at_commit[i] = len(self.log[i])
             for key in self.changed[i]:  # downstream saw each changed key's latest value
                 assert self.forwarded[i].get(key) == self.current[i].get(key), (i, key)
             self.changed[i].clear()
+        for store in self.stores:
+            store.begin_commit()
+        self.in_flight = InFlight([dict(c) for c in self.current], [len(log) for log in self.log])
+
+    @precondition(lambda self: self.in_flight is not None)
+    @rule()
+    def finish_ok(self) -> None:
+        """The transaction in flight succeeded: persist exactly what it covered."""
+        flight, self.in_flight = self.in_flight, None
+        assert flight is not None
+        for i, store in enumerate(self.stores):
+            store.commit(flight.logged[i])
+            self.committed[i] = flight.values[i]
+            self.logged_at_commit[i] = flight.logged[i]
+
+    @precondition(lambda self: self.in_flight is not None)
+    @rule()
+    def finish_failed(self) -> None:
+        """The transaction in flight failed: it and everything since is dropped (tasks rewind)."""
+        self.in_flight = None
+        self._forget()
 
     @rule()
     def abort(self) -> None:
-        """The transaction failed: every store forgets what it did since the last commit."""
+        """The runtime aborts: a commit in flight ends first (here it succeeds), the rest is forgotten."""
+        if self.in_flight is not None:
+            self.finish_ok()
+        self._forget()
+
+    def _forget(self) -> None:
         for i, store in enumerate(self.stores):
             store.discard()
             self.current[i] = dict(self.committed[i])

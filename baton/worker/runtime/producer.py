@@ -98,6 +98,10 @@ class Output:
         self.transactional = "transactional.id" in config
         self.report_every_delivery = not self.transactional
         self._report = self._delivered  # bound once: send() picks it per record
+        # Set while an exactly-once commit waits on the broker (``commit.py``): a record sent
+        # now belongs to the next transaction, which begins only once that commit is done,
+        # so send() first calls this, and it returns when the commit has finished.
+        self.hold: Callable[[], None] | None = None
         self.producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
@@ -151,6 +155,8 @@ class Output:
         timestamp: int,
         headers: Headers | None,
     ) -> None:
+        if self.hold is not None:
+            self.hold()
         producer = self.producer
         if self.refused:
             refused = self.refused.get(fingerprint(topic, key, value))

@@ -140,6 +140,8 @@ class Task:
         self.positions: dict[str, int] = {}
         self.committed: dict[str, int] = {}
         self.processed_since_commit = 0
+        # positions and stream time as of the commit in flight (``begin_commit``)
+        self._committing: tuple[dict[str, int], int] | None = None
 
     @property
     def input_topics(self) -> list[str]:
@@ -265,18 +267,38 @@ class Task:
         """Input positions to commit (only topics that moved since the last commit)."""
         return {t: o for t, o in self.positions.items() if self.committed.get(t) != o}
 
+    def begin_commit(self) -> None:
+        """After the flush: the commit covers everything up to here, and processing may go on.
+
+        Records processed from now on belong to the next commit, though the exactly-once
+        commit may still be waiting on the broker (``runtime/commit.py``): ``committed_ok``
+        then persists only what this commit covers.
+        """
+        for store in self.stores.values():
+            store.begin_commit()
+        self._committing = (dict(self.positions), self.stream_time)
+        self.processed_since_commit = 0
+
     def committed_ok(self, checkpoints: dict[tuple[str, int], int]) -> None:
-        """The commit succeeded: persist store updates with the changelog offsets now durable."""
+        """The commit begun last succeeded: persist its store updates with the changelog offsets now durable.
+
+        A commit made in one step (at-least-once, a test) may skip ``begin_commit``: it
+        then covers everything processed so far.
+        """
+        if self._committing is None:
+            self.begin_commit()
+        assert self._committing is not None
         for store in self.stores.values():
             store.commit(checkpoints.get((store.changelog_topic, self.partition)))
-        self.committed.update(self.positions)
-        self.committed_stream_time = self.stream_time
-        self.processed_since_commit = 0
+        positions, self.committed_stream_time = self._committing
+        self.committed.update(positions)
+        self._committing = None
 
     def rewind(self) -> dict[str, int]:
         """The commit failed: forget uncommitted work; returns where each input must be re-read from."""
         for store in self.stores.values():
             store.discard()
+        self._committing = None
         self.positions = dict(self.committed)
         self.stream_time = self.committed_stream_time
         self.processed_since_commit = 0

@@ -344,6 +344,7 @@ class Worker:
             self.globals.close()
             if self.bluegreen is not None:
                 self.bluegreen.close()
+            self.guarantee.close()
             watchdog.cancel()
             log.info("worker stopped", extra={"produced": self.output.sent})
 
@@ -361,6 +362,8 @@ class Worker:
         wall_clock = any(sub.custom for sub in self.topology.subtopologies)  # punctuators may tick
         while not self._stop.is_set():
             self._heartbeat = time.monotonic()
+            if self.guarantee.unsettled:
+                self._settle()
             self._membership_step()
             self.queries.answer(self._answer_query)
             if flips is not None:
@@ -390,9 +393,10 @@ class Worker:
                 raise RuntimeError("restore failed") from self.restorer.error
             now = time.monotonic()
             if now >= next_commit:
-                self._commit()
+                self._commit(pipelined=True)
                 next_commit = time.monotonic() + interval
-            self.output.producer.poll(0)
+            if self.output.hold is None:  # in flight, the committer thread serves the reports
+                self.output.producer.poll(0)
 
     def _dispatch(
         self, messages: Sequence[Message], holding: bool
@@ -558,7 +562,13 @@ class Worker:
             raise KafkaException(err)
         log.warning("consumer error", extra={"error": str(err)})
 
-    def _commit(self) -> None:
+    def _commit(self, pipelined: bool = False) -> None:
+        """Commit every active task; ``pipelined`` (the loop's periodic commit) may return
+        while an exactly-once commit still waits on the broker (``commit.py``, "Pipelined").
+        Any other returns once every commit is done: its callers (a revocation, a flip,
+        shutdown) close tasks or write markers next."""
+        if not pipelined and self.guarantee.unsettled:
+            self._settle(wait=True)  # the pipelined one before, though nothing came after it
         tasks = [t for t in self.tasks.values() if t.id not in self._restores]
         if not any(t.processed_since_commit for t in tasks) and not self.output.changelog_offsets:
             return
@@ -567,7 +577,8 @@ class Worker:
         if drains and self.eos:  # in the same transaction as the last outputs below the cut
             for key, value in drains:
                 self.output.send(self.bluegreen.topic, key, value, 0, int(time.time() * 1000), None)  # type: ignore[union-attr]
-        ok = self.guarantee.commit(tasks)
+        # a flip's drain markers count as written only once their commit is done
+        ok = self.guarantee.commit(tasks, wait=not pipelined or bool(drains))
         self.metrics.commit_latency.observe(time.monotonic() - started)
         if not ok:
             self.metrics.commit_failures.inc()
@@ -583,6 +594,12 @@ class Worker:
                     self.bluegreen.write_now(drains)
                 self.bluegreen.drains_committed(drains)
         self._update_lag()
+
+    def _settle(self, wait: bool = False) -> None:
+        """Finish a pipelined commit that is done (or wait for it), and redo work if one failed."""
+        if self.guarantee.settle(wait) is False:
+            self.metrics.commit_failures.inc()
+            self._rewind([t for t in self.tasks.values() if t.id not in self._restores])
 
     def _drains_due(self, tasks: list[Task]) -> list[tuple[bytes, bytes]]:
         if self.bluegreen is None or not self.bluegreen.gate.state.pending:

@@ -13,6 +13,11 @@ Its jobs:
 * **Read cache**: after a commit the overlay equals RocksDB for its keys and is kept, within
   the same budget, so a key updated in every interval is read from RocksDB once, not once
   per interval.
+* **Pipelined commits**: ``begin_commit`` sets aside what the commit being made logged
+  (*committing*), and ``commit`` persists exactly that, so the next interval's updates may
+  start while the exactly-once commit still waits on the broker (``runtime/commit.py``).
+  Until then the overlay answers reads, and the logged-value lookups (a change's old value,
+  a windowed store's stream time) look at *committing* before RocksDB.
 * **Bounded**: all of a worker's stores share one ``CacheBudget`` (Kafka Streams'
   ``cache.max.bytes.buffering``). A put that takes the total over it flushes the store it
   wrote to (its dirty entries are logged and forwarded at once, mid-interval), as Kafka
@@ -112,7 +117,9 @@ class TaskStore:
         self._budget = budget if budget is not None else CacheBudget(sys.maxsize, retain=False)
         self._dirty_bytes = 0  # this store's share of the budget
         self._retained = 0  # this store's share of the budget's retained entries
-        self._pending: dict[bytes, bytes | None] = {}
+        self._pending: dict[bytes, bytes | None] = {}  # logged since the last begin_commit
+        self._committing: dict[bytes, bytes | None] = {}  # logged by the commit in flight
+        self._flushing: dict[bytes, _Dirty] = {}  # the entries a flush is logging right now
         self.forward: Callable[[Any, Any], None] = lambda _k, _v: None
         # forward ``Change(new, old)`` instead of the new value: a table operation consumes
         # this store's updates (old is the value before, as of the last flush or commit)
@@ -169,14 +176,19 @@ class TaskStore:
 
     def _logged(self, key_bytes: bytes) -> Any:
         """The value last logged for a key (pending or persisted), None if absent: a change's old value."""
-        raw = self._pending[key_bytes] if key_bytes in self._pending else self.persistent.get(key_bytes)
+        raw = self._logged_raw(key_bytes)
         return None if raw is None else self._deserialize(raw)
+
+    def _logged_raw(self, key: bytes) -> bytes | None:
+        if key in self._pending:
+            return self._pending[key]
+        if key in self._committing:
+            return self._committing[key]
+        return self.persistent.get(key)
 
     def get_meta(self, key: bytes) -> bytes | None:
         """A raw entry the store's owner keeps beside its data (a windowed store's stream time)."""
-        if key in self._pending:
-            return self._pending[key]
-        return self.persistent.get(key)
+        return self._logged_raw(key)
 
     def put_meta(self, key: bytes, raw: bytes) -> None:
         """Log a raw entry: durable with the next commit, never forwarded, no value serde."""
@@ -214,6 +226,7 @@ class TaskStore:
             ctx.origin_offset,
         )
         dirty, self._dirty = self._dirty, {}
+        self._flushing = dirty  # a pipelined commit may finish mid-flush: see _forget_retained
         self._release()
         serialize, pending, send, forward = self._serialize, self._pending, self._send, self.forward
         topic, partition = self.changelog_topic, self.partition
@@ -240,6 +253,7 @@ class TaskStore:
                 except Exception as exc:
                     self.on_flush_error(exc)
         finally:
+            self._flushing = {}
             (
                 ctx.topic,
                 ctx.partition,
@@ -254,21 +268,27 @@ class TaskStore:
     def has_pending(self) -> bool:
         return bool(self._pending)
 
-    def commit(self, checkpoint: int | None) -> None:
-        """The changelog records are durable: persist them with the checkpoint, atomically.
+    def begin_commit(self) -> None:
+        """The commit is made of what was logged so far; later updates belong to the next one."""
+        assert not self._committing, "a commit began before the one in flight finished"
+        self._committing, self._pending = self._pending, {}
 
-        The overlay now holds exactly what RocksDB holds for its keys, so it stays as a read
-        cache while the budget allows: the next interval's updates of the same keys skip a
-        RocksDB read and a deserialization (a key's first update in each commit interval
-        used to pay both). Past the budget it is dropped whole.
+    def commit(self, checkpoint: int | None) -> None:
+        """The commit begun last is durable: persist what it logged with the checkpoint, atomically.
+
+        The overlay now holds what RocksDB holds for its keys, or newer values of the next
+        interval, so it stays as a read cache while the budget allows: the next interval's
+        updates of the same keys skip a RocksDB read and a deserialization (a key's first
+        update in each commit interval used to pay both). Past the budget it is dropped,
+        all but the values the next commit has yet to log.
         """
-        if self._pending or checkpoint is not None:
-            self.persistent.write(self._pending.items(), checkpoint)
-        self._pending.clear()
+        if self._committing or checkpoint is not None:
+            self.persistent.write(self._committing.items(), checkpoint)
+        self._committing = {}
         budget = self._budget
         grown = len(self._overlay) - self._retained
         if budget.retained + grown > budget.retain_limit:
-            self._forget_retained()
+            self._forget_retained(keep_uncommitted=True)
         else:
             budget.retained += grown
             self._retained += grown
@@ -279,11 +299,25 @@ class TaskStore:
         self._dirty.clear()
         self._release()
         self._pending.clear()
+        self._committing = {}
         if self.after_discard is not None:
             self.after_discard()
 
-    def _forget_retained(self) -> None:
-        self._overlay.clear()
+    def _forget_retained(self, keep_uncommitted: bool = False) -> None:
+        """Drop the overlay's committed values (all of it, or all but the uncommitted ones).
+
+        After a pipelined commit the overlay also holds updates made since it began: in
+        dirty entries, logged ones (pending) or, when the commit finished during a flush
+        (a send waits for it), entries that flush has taken but not logged yet. Those are
+        the only copies of values RocksDB does not have, so they stay.
+        """
+        overlay = self._overlay  # changed in place: a flush or an expiry may hold it in a local
+        if keep_uncommitted and (self._dirty or self._pending or self._flushing):
+            keep = self._dirty.keys() | self._pending.keys() | self._flushing.keys()
+            for key in [k for k in overlay if k not in keep]:
+                del overlay[key]
+        else:
+            overlay.clear()
         self._budget.retained -= self._retained
         self._retained = 0
 
