@@ -181,6 +181,38 @@ class Output:
                 raise
         self.sent += 1
 
+    def send_covered(  # noqa: PLR0917 - matches context.Send, the hot path
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        timestamp: int,
+        headers: Headers | None,
+    ) -> None:
+        """A changelog record that a later record of the same flush and partition follows.
+
+        Under exactly-once it needs no delivery report: one idempotent producer writes a
+        partition in order, so the later record's offset, the checkpoint, covers it, and a
+        failure fails the transaction. That leaves one report per store flush instead of one
+        per flushed entry. Reports are Python calls that run on whichever thread waits for
+        the acknowledgements, the committer thread of a pipelined commit, where each one
+        contends for the GIL with the processing thread. Everything that is not the plain
+        case (reports for every record, a commit in flight, refused records, a full queue,
+        an error) takes ``send``.
+        """
+        if self.report_every_delivery or self.hold is not None or self.refused:
+            self.send(topic, key, value, partition, timestamp, headers)
+            return
+        try:
+            self.producer.produce(
+                topic, value, key, -1 if partition is None else partition, None, None, timestamp, headers
+            )
+        except (BufferError, KafkaException):  # not queued: send retries it, or raises what it means
+            self.send(topic, key, value, partition, timestamp, headers)
+            return
+        self.sent += 1
+
     def flush(self, timeout: float = 60.0) -> None:
         """Wait for every delivery report; raise if any record failed."""
         remaining = self.producer.flush(timeout)

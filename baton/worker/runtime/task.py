@@ -78,6 +78,7 @@ class Task:
         cache_budget: CacheBudget | None = None,
         on_late: Callable[[], None] = lambda: None,
         global_stores: Mapping[str, KeyValueStore] | None = None,
+        send_covered: Send | None = None,
     ) -> None:
         self.id = task_id
         self.sub = sub
@@ -92,6 +93,7 @@ class Task:
                 changelog_topic=changelog_topic(application_id, spec.name),
                 partition=task_id.partition,
                 send=send,
+                send_covered=send_covered,
                 ctx=self.ctx,
                 caching=caching,
                 budget=cache_budget,

@@ -715,6 +715,7 @@ class Worker:
             application_id=self.app,
             stores=stores,
             send=self.output.send,
+            send_covered=self.output.send_covered,
             gate=self.gate,
             caching=self.config.write_cache,
             dead_letter=self.dead_letter,

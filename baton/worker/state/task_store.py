@@ -99,6 +99,7 @@ class TaskStore:
         partition: int,
         send: Send,
         ctx: RecordContext,
+        send_covered: Send | None = None,
         caching: bool,
         budget: CacheBudget | None = None,
     ) -> None:
@@ -107,6 +108,8 @@ class TaskStore:
         self.changelog_topic = changelog_topic
         self.partition = partition
         self._send = send
+        # for a flushed changelog record that a later one of the same flush follows (``Output.send_covered``)
+        self._send_covered = send if send_covered is None else send_covered
         self._ctx = ctx
         self._caching = caching
         self._serialize = spec.value_serde.serialize
@@ -229,10 +232,11 @@ class TaskStore:
         self._flushing = dirty  # a pipelined commit may finish mid-flush: see _forget_retained
         self._release()
         serialize, pending, send, forward = self._serialize, self._pending, self._send, self.forward
+        covered, last = self._send_covered, len(dirty)
         topic, partition = self.changelog_topic, self.partition
         olds = {k: self._logged(k) for k in dirty} if self.forward_changes else None
         try:
-            for key_bytes, entry in dirty.items():
+            for n, (key_bytes, entry) in enumerate(dirty.items(), 1):
                 (
                     key,
                     value,
@@ -248,7 +252,7 @@ class TaskStore:
                 raw = None if value is None else serialize(value)
                 pending[key_bytes] = raw
                 try:
-                    send(topic, key_bytes, raw, partition, ctx.timestamp, None)
+                    (send if n == last else covered)(topic, key_bytes, raw, partition, ctx.timestamp, None)
                     forward(key, value if olds is None else Change(value, olds[key_bytes]))
                 except Exception as exc:
                     self.on_flush_error(exc)
