@@ -30,7 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from baton import JSON, STR
 from baton.worker.state.stores import MemoryStore
 from baton.worker.state.task_store import MISSING, RETAINED_ENTRY_BYTES, CacheBudget, TaskStore, entry_size
-from baton.worker.topology.context import Headers, RecordContext
+from baton.worker.topology.context import RecordContext
 from baton.worker.topology.graph import StoreSpec
 from tests.support.tasks import Sent
 
@@ -87,17 +87,10 @@ class TaskStoreModel(RuleBasedStateMachine):
         """A store's send: like ``Output.send``, it first ends a commit in flight (which succeeds)."""
         log = self.log[i]
 
-        def send(  # noqa: PLR0917 - implements context.Send
-            topic: str,
-            key: bytes | None,
-            value: bytes | None,
-            partition: int | None,
-            timestamp: int,
-            headers: Headers | None,
-        ) -> None:
+        def send(*record: Any) -> None:
             if self.in_flight is not None:
                 self.finish_ok()
-            log(topic, key, value, partition, timestamp, headers)
+            log(*record)
 
         return send
 
