@@ -31,7 +31,7 @@ from tests.support.event_time import expiring, retention_ms
 # the Spark cluster or the images all go to one of them, one after the other: the CRD is
 # cluster-wide (one test upgrades it), the dev pod runner plays kubelet for every namespace,
 # the standalone Spark cluster's two one-core workers serve one application at a time, and an
-# image build would only slow the other worker. Kafka-only tests spread over all workers:
+# image build would only slow the other workers. Kafka-only tests spread over all workers:
 # each has its own topics and groups, and most of their time is waiting on the broker.
 # The roots only: `kube`, `kubectl`, `namespace` and `operator` all depend on `kube_stack`, and
 # an item's fixturenames hold the whole closure.
