@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import os
 import re
 import subprocess
@@ -54,6 +55,27 @@ STAGES = [
 ]
 
 
+# The fused loop (baton/worker/runtime/fused.py) does the stages above in one frame, calling C
+# functions py-spy does not show: its samples are charged by the text of the line they are on.
+FUSED_FRAME = re.compile(r"\((?P<path>\S*fused\.py):(?P<line>\d+)\)")
+FUSED_LINES = [
+    ("deserialize (pydantic, orjson, key decode)", r"deserialize_|extract\("),
+    ("aggregate (count's initializer, aggregator)", r"aggregator\(|initializer\("),
+    ("write cache (get, put, dirty entries)", r"overlay|dirty|entry_size|budget|store\.get"),
+    ("dispatch (task.process_run, forward, sinks, gate)", r""),
+]
+
+
+@functools.cache
+def _source_line(path: str, line: int) -> str:
+    """Line ``line`` of the worker's file, or of this checkout's copy of it."""
+    for candidate in (Path(path), Path(__file__).resolve().parents[1] / "baton/worker/runtime/fused.py"):
+        if candidate.is_file():
+            lines = candidate.read_text().splitlines()
+            return lines[line - 1] if 0 < line <= len(lines) else ""
+    return ""
+
+
 def _py_spy() -> Path:
     target = CACHE / f"py-spy-{PY_SPY}"
     binary = target / "bin" / "py-spy"
@@ -67,6 +89,10 @@ def _py_spy() -> Path:
 
 def _stage(stack: list[str]) -> str:
     for frame in reversed(stack):
+        fused = FUSED_FRAME.search(frame)
+        if fused:
+            text = _source_line(fused["path"], int(fused["line"]))
+            return next(name for name, pattern in FUSED_LINES if re.search(pattern, text))
         for name, pattern in STAGES:
             if re.search(pattern, frame):
                 return name

@@ -39,7 +39,7 @@ from baton.worker.topology.graph import (
     StreamJoinNode,
     StreamJoinSideNode,
 )
-from baton.worker.topology.serdes import Serde
+from baton.worker.topology.serdes import Serde, same_bytes
 from baton.worker.topology.windows import SessionWindows, SlidingWindows, TimeWindows, Windowed
 
 
@@ -167,6 +167,12 @@ class SinkProcessor(Processor):
         elif self.gate is None or self.gate.allows(ctx.origin_topic, ctx.origin_partition, ctx.origin_offset):
             self.send(self.topic, key_bytes, value_bytes, None, ctx.timestamp, None)
 
+    def process_serialized(self, key_bytes: bytes, value_bytes: bytes | None) -> None:
+        """``process`` for a key and value already serialized with this sink's serdes (a store's flush)."""
+        ctx = self.ctx
+        if self.gate is None or self.gate.allows(ctx.origin_topic, ctx.origin_partition, ctx.origin_offset):
+            self.send(self.topic, key_bytes, value_bytes, None, ctx.timestamp, None)
+
 
 class AggregateProcessor(Processor):
     """Folds each record into the store; the store forwards updates (at once or at flush)."""
@@ -183,6 +189,17 @@ class AggregateProcessor(Processor):
     def connect(self, children: list[Processor]) -> None:
         super().connect(children)
         self.store.forward = self.forward  # the store forwards updates (at once, or at flush)
+        # ``.to(topic)`` right after the aggregation, with the store's serdes: the sink's bytes
+        # are the changelog's (a forward and two serializations less per flushed entry)
+        sink = children[0] if len(children) == 1 else None
+        spec = self.store.spec
+        if (
+            isinstance(sink, SinkProcessor)
+            and not sink.internal
+            and same_bytes(sink.key_serde, spec.key_serde)
+            and same_bytes(sink.value_serde, spec.value_serde)
+        ):
+            self.store.forward_serialized = sink.process_serialized
 
     def process(self, key: Any, value: Any) -> None:
         # As in Kafka Streams' grouped-stream aggregations: a null key has no group, and a

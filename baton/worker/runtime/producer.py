@@ -42,6 +42,11 @@ class OutputRecordRefused(Exception):
         self.error = error
 
 
+def dead_letter_stage(error: BaseException) -> str:
+    """The dead-letter header's stage: the broker refused the output record, or processing failed."""
+    return "produce" if isinstance(error, OutputRecordRefused) else "process"
+
+
 # Errors that refuse every record to the topic (partition): each failed record is refused.
 TOPIC_REFUSALS = frozenset(
     {

@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from baton.worker.naming import TaskId, changelog_topic, internal_topic
+from baton.worker.runtime.fused import FusedAggregate, fuse
 from baton.worker.runtime.processors import CustomProcessor, Processor
-from baton.worker.runtime.producer import OutputRecordRefused
+from baton.worker.runtime.producer import dead_letter_stage
 from baton.worker.runtime.punctuation import NO_TIME, Punctuations
 from baton.worker.runtime.tree import build_tree
 from baton.worker.state.stores import KeyValueStore
@@ -42,7 +43,7 @@ DeadLetter = Callable[[BaseException, str, Message], None]
 
 
 class _Source:
-    __slots__ = ("deserialize_key", "deserialize_value", "forward", "internal", "timestamp")
+    __slots__ = ("deserialize_key", "deserialize_value", "forward", "fused", "internal", "timestamp")
 
     def __init__(
         self,
@@ -51,12 +52,15 @@ class _Source:
         value: Callable[[bytes], Any],
         internal: bool,
         timestamp: Callable[[Any, Any, int], int] | None,
+        *,
+        fused: FusedAggregate | None,
     ) -> None:
         self.forward = root.forward  # bound to the source's children by build_tree
         self.deserialize_key = key
         self.deserialize_value = value
         self.internal = internal
         self.timestamp = timestamp
+        self.fused = fused  # one loop for a source feeding an aggregation (runtime/fused.py)
 
 
 class InvalidTimestamp(ValueError):
@@ -79,7 +83,10 @@ class Task:
         on_late: Callable[[], None] = lambda: None,
         global_stores: Mapping[str, KeyValueStore] | None = None,
         send_covered: Send | None = None,
+        fuse_aggregations: bool = True,
     ) -> None:
+        """``fuse_aggregations=False`` keeps every record on the general path: the reference
+        ``runtime/fused.py`` and ``TaskStore.forward_serialized`` are tested against."""
         self.id = task_id
         self.sub = sub
         self.partition = task_id.partition
@@ -129,6 +136,11 @@ class Task:
                 punctuations=self.punctuations,
                 stream_time=lambda: self.stream_time,
             )
+            fused = (
+                fuse(node, root, self.ctx, dead_letter, partition=self.partition, custom=sub.custom)
+                if fuse_aggregations
+                else None
+            )
             for topic in node.topics:
                 self._sources[topic_name(topic, node.internal)] = _Source(
                     root,
@@ -136,7 +148,11 @@ class Task:
                     node.value_serde.deserialize,
                     node.internal,
                     node.timestamp,
+                    fused=fused,
                 )
+        if not fuse_aggregations:  # the store's flush hands a sink its bytes: fused too
+            for store in self.stores.values():
+                store.forward_serialized = None
         self._custom = [p for p in memo.values() if isinstance(p, CustomProcessor)]
         # next offset to read per input topic, as of the last processed record / last commit
         self.positions: dict[str, int] = {}
@@ -172,9 +188,39 @@ class Task:
         """
         stop = len(messages) if end is None else end
         first = messages[start]
-        topic, partition = first.topic(), first.partition()
+        topic = first.topic()
         assert topic is not None
         source = self._sources[topic]
+        if source.fused is not None:
+            return self._process_fused(source.fused, messages, start, stop)
+        return self._process_general(source, messages, start, stop)
+
+    def _process_fused(
+        self, fused: FusedAggregate, messages: Sequence[Message], start: int, stop: int
+    ) -> int:
+        """The fused loop, and the general path for each record it hands back (one that does not deserialize)."""
+        first = messages[start]
+        topic, partition = first.topic(), first.partition()
+        assert topic is not None
+        i = start
+        while True:
+            try:
+                fused.run(messages, i, stop)
+            finally:
+                j = fused.stopped
+                if j > i:
+                    self.positions[topic] = messages[j - 1].offset() + 1  # type: ignore[operator]
+                    self.processed_since_commit += j - i
+            if j >= stop or not _continues(messages[j], topic, partition):
+                return j  # the run ended
+            i = self._process_general(self._sources[topic], messages, j, j + 1)
+            if i >= stop or not _continues(messages[i], topic, partition):
+                return i
+
+    def _process_general(self, source: _Source, messages: Sequence[Message], start: int, stop: int) -> int:
+        first = messages[start]
+        topic, partition = first.topic(), first.partition()
+        assert topic is not None
         ctx = self.ctx
         own_partition = self.partition
         ctx.topic = ctx.origin_topic = topic
@@ -212,7 +258,7 @@ class Task:
                     try:
                         forward(key, value)
                     except Exception as exc:
-                        dead_letter(exc, _stage(exc), msg)
+                        dead_letter(exc, dead_letter_stage(exc), msg)
                     if tracks_time and ctx.timestamp > self.stream_time:
                         self._advance_stream_time(ctx.timestamp)
                 done = offset
@@ -257,7 +303,7 @@ class Task:
         """A flushed cache entry failed downstream: dead-letter it under the record that last updated it."""
         ctx = self.ctx
         self._dead_letter(
-            exc, _stage(exc), _FlushedRecord(ctx.topic, ctx.partition, ctx.offset, ctx.timestamp)
+            exc, dead_letter_stage(exc), _FlushedRecord(ctx.topic, ctx.partition, ctx.offset, ctx.timestamp)
         )
 
     def flush(self) -> None:
@@ -318,6 +364,11 @@ class Task:
             kv.close()
 
 
+def _continues(msg: Message, topic: str, partition: int | None) -> bool:
+    """Whether a record belongs to the run of ``topic`` and ``partition`` (``run_end``'s test)."""
+    return msg.partition() == partition and msg.topic() == topic and msg.error() is None
+
+
 def run_end(messages: Sequence[Message], start: int) -> int:
     """The index after the run that starts at ``start``: the records ``process_run`` would
     take (same topic and partition, no consumer error), for records the loop skips or holds."""
@@ -361,8 +412,3 @@ class _FlushedRecord:
 
     def error(self) -> None:
         return None
-
-
-def _stage(error: BaseException) -> str:
-    """The dead-letter header's stage: the broker refused the output record, or processing failed."""
-    return "produce" if isinstance(error, OutputRecordRefused) else "process"

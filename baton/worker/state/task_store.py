@@ -39,7 +39,7 @@ from baton.worker.topology.graph import StoreSpec
 
 MISSING: Any = object()
 # In the overlay: deleted since the last commit (the persistent store may still hold the key).
-_DELETED: Any = object()
+DELETED: Any = object()
 
 
 # A dirty entry: (key, value, topic, partition, offset, timestamp, origin topic, origin
@@ -111,19 +111,24 @@ class TaskStore:
         # for a flushed changelog record that a later one of the same flush follows (``Output.send_covered``)
         self._send_covered = send if send_covered is None else send_covered
         self._ctx = ctx
-        self._caching = caching
+        # caching, overlay, dirty, dirty_bytes, budget: public because the fused loop of a
+        # source feeding an aggregation (runtime/fused.py) inlines ``put`` on them
+        self.caching = caching
         self._serialize = spec.value_serde.serialize
         self._deserialize = spec.value_serde.deserialize
-        self._overlay: dict[bytes, Any] = {}
-        self._dirty: dict[bytes, _Dirty] = {}
+        self.overlay: dict[bytes, Any] = {}
+        self.dirty: dict[bytes, _Dirty] = {}
         # without a worker's budget (a replay, a test): no size limit, and nothing kept for reads
-        self._budget = budget if budget is not None else CacheBudget(sys.maxsize, retain=False)
-        self._dirty_bytes = 0  # this store's share of the budget
+        self.budget = budget if budget is not None else CacheBudget(sys.maxsize, retain=False)
+        self.dirty_bytes = 0  # this store's share of the budget
         self._retained = 0  # this store's share of the budget's retained entries
         self._pending: dict[bytes, bytes | None] = {}  # logged since the last begin_commit
         self._committing: dict[bytes, bytes | None] = {}  # logged by the commit in flight
         self._flushing: dict[bytes, _Dirty] = {}  # the entries a flush is logging right now
         self.forward: Callable[[Any, Any], None] = lambda _k, _v: None
+        # set when the one thing downstream is a sink that would serialize key and value to
+        # the bytes the changelog got: it takes those instead (no forward, no serde calls)
+        self.forward_serialized: Callable[[bytes, bytes | None], None] | None = None
         # forward ``Change(new, old)`` instead of the new value: a table operation consumes
         # this store's updates (old is the value before, as of the last flush or commit)
         self.forward_changes = False
@@ -136,8 +141,8 @@ class TaskStore:
 
     def get(self, key: bytes) -> Any:
         """The current value (uncommitted updates included), or ``MISSING``."""
-        value = self._overlay.get(key, MISSING)
-        if value is _DELETED:
+        value = self.overlay.get(key, MISSING)
+        if value is DELETED:
             return MISSING
         if value is not MISSING:
             return value
@@ -145,14 +150,14 @@ class TaskStore:
         return MISSING if raw is None else self._deserialize(raw)
 
     def put(self, key_bytes: bytes, key: Any, value: Any) -> None:
-        self._overlay[key_bytes] = _DELETED if value is None else value
-        if self._caching:
+        self.overlay[key_bytes] = DELETED if value is None else value
+        if self.caching:
             ctx = self._ctx
-            dirty = self._dirty
+            dirty = self.dirty
             if key_bytes not in dirty:  # a key updated again keeps its first estimate
                 size = entry_size(key_bytes, value)
-                self._dirty_bytes += size
-                self._budget.used += size
+                self.dirty_bytes += size
+                self.budget.used += size
             dirty[key_bytes] = (
                 key,
                 value,
@@ -164,7 +169,7 @@ class TaskStore:
                 ctx.origin_partition,
                 ctx.origin_offset,
             )
-            budget = self._budget
+            budget = self.budget
             if budget.used > budget.limit:
                 self.flush()
         else:
@@ -204,11 +209,11 @@ class TaskStore:
         A window still dirty in the cache is flushed first, so its last update is logged
         (and forwarded) before its tombstone, never after it.
         """
-        if self._caching and any(k in self._dirty for k in keys):
+        if self.caching and any(k in self.dirty for k in keys):
             self.flush()
-        overlay, pending, send = self._overlay, self._pending, self._send
+        overlay, pending, send = self.overlay, self._pending, self._send
         for key_bytes in keys:
-            overlay[key_bytes] = _DELETED
+            overlay[key_bytes] = DELETED
             pending[key_bytes] = None
             send(self.changelog_topic, key_bytes, None, self.partition, self._ctx.timestamp, None)
 
@@ -216,7 +221,7 @@ class TaskStore:
         """Log and forward the latest value of every dirty key, each under its own record context."""
         if self.before_flush is not None:
             self.before_flush()
-        if not self._dirty:
+        if not self.dirty:
             return
         ctx = self._ctx
         saved = (
@@ -228,10 +233,11 @@ class TaskStore:
             ctx.origin_partition,
             ctx.origin_offset,
         )
-        dirty, self._dirty = self._dirty, {}
+        dirty, self.dirty = self.dirty, {}
         self._flushing = dirty  # a pipelined commit may finish mid-flush: see _forget_retained
         self._release()
         serialize, pending, send, forward = self._serialize, self._pending, self._send, self.forward
+        forward_serialized = None if self.forward_changes else self.forward_serialized
         covered, last = self._send_covered, len(dirty)
         topic, partition = self.changelog_topic, self.partition
         olds = {k: self._logged(k) for k in dirty} if self.forward_changes else None
@@ -253,7 +259,10 @@ class TaskStore:
                 pending[key_bytes] = raw
                 try:
                     (send if n == last else covered)(topic, key_bytes, raw, partition, ctx.timestamp, None)
-                    forward(key, value if olds is None else Change(value, olds[key_bytes]))
+                    if forward_serialized is not None:
+                        forward_serialized(key_bytes, raw)
+                    else:
+                        forward(key, value if olds is None else Change(value, olds[key_bytes]))
                 except Exception as exc:
                     self.on_flush_error(exc)
         finally:
@@ -289,8 +298,8 @@ class TaskStore:
         if self._committing or checkpoint is not None:
             self.persistent.write(self._committing.items(), checkpoint)
         self._committing = {}
-        budget = self._budget
-        grown = len(self._overlay) - self._retained
+        budget = self.budget
+        grown = len(self.overlay) - self._retained
         if budget.retained + grown > budget.retain_limit:
             self._forget_retained(keep_uncommitted=True)
         else:
@@ -300,7 +309,7 @@ class TaskStore:
     def discard(self) -> None:
         """Forget everything since the last commit (aborted transaction, lost task)."""
         self._forget_retained()
-        self._dirty.clear()
+        self.dirty.clear()
         self._release()
         self._pending.clear()
         self._committing = {}
@@ -315,20 +324,20 @@ class TaskStore:
         (a send waits for it), entries that flush has taken but not logged yet. Those are
         the only copies of values RocksDB does not have, so they stay.
         """
-        overlay = self._overlay  # changed in place: a flush or an expiry may hold it in a local
-        if keep_uncommitted and (self._dirty or self._pending or self._flushing):
-            keep = self._dirty.keys() | self._pending.keys() | self._flushing.keys()
+        overlay = self.overlay  # changed in place: a flush or an expiry may hold it in a local
+        if keep_uncommitted and (self.dirty or self._pending or self._flushing):
+            keep = self.dirty.keys() | self._pending.keys() | self._flushing.keys()
             for key in [k for k in overlay if k not in keep]:
                 del overlay[key]
         else:
             overlay.clear()
-        self._budget.retained -= self._retained
+        self.budget.retained -= self._retained
         self._retained = 0
 
     def _release(self) -> None:
         """The dirty entries are gone (flushed or dropped): give their bytes back."""
-        self._budget.used -= self._dirty_bytes
-        self._dirty_bytes = 0
+        self.budget.used -= self.dirty_bytes
+        self.dirty_bytes = 0
 
 
 def _reraise(exc: Exception) -> None:

@@ -119,3 +119,38 @@ JSON = JsonSerde()
 def Json(model: type[M]) -> ModelSerde[M]:  # noqa: N802 - reads like a type in topologies
     """``Json(Click)``: JSON values validated as the pydantic model ``Click``."""
     return ModelSerde(model)
+
+
+def fast_deserializer(serde: Serde[T]) -> Callable[[bytes], T]:
+    """The C function behind a built-in serde's ``deserialize``, without its error wording.
+
+    It returns what ``deserialize`` returns for good bytes and raises *something* for bad
+    ones: a caller on the per-record path calls ``deserialize`` again for a record that
+    fails, to dead-letter it with the serde's own message. A saved Python call a record
+    (``runtime/fused.py``). Exact types only: a subclass may have changed ``deserialize``.
+    """
+    kind = type(serde)
+    if kind is StrSerde:
+        return bytes.decode  # type: ignore[return-value]
+    if kind is JsonSerde:
+        return orjson.loads
+    if kind is ModelSerde:
+        return serde._validate_json  # type: ignore[attr-defined,no-any-return]
+    return serde.deserialize
+
+
+def round_trips(serde: Serde[Any]) -> bool:
+    """Whether ``serialize(deserialize(b)) == b`` for all bytes ``deserialize`` accepts.
+
+    Then the bytes a record's key arrived in are the key's bytes in a store with the same
+    serde, and need not be made again. Exact types only, as in ``fast_deserializer``.
+    """
+    return type(serde) in {BytesSerde, StrSerde, LongSerde}
+
+
+def same_bytes(a: Serde[Any], b: Serde[Any]) -> bool:
+    """Whether two serdes serialize every value to the same bytes: built-in ones of one kind.
+
+    (A model serde's bytes depend on its model, and a user's serde on anything.)
+    """
+    return type(a) is type(b) and type(a) in {BytesSerde, StrSerde, LongSerde, JsonSerde}

@@ -1,0 +1,195 @@
+"""Model check of the fused loop (``runtime/fused.py``) against the general path it stands in for.
+
+Two tasks of the same topology, one with the fused loop and one without
+(``fuse_aggregations=False``), get the same real ``confluent_kafka.Message`` records in runs
+of any length, across two input topics, with bad keys and values, tombstones, null keys,
+timestamps the extractor refuses, an aggregator that deletes or raises, and a write cache
+small enough to flush in the middle of a run; between runs, flushes, commits and aborts.
+After every step they must agree on everything the runtime and the user can see:
+
+* every record sent (changelog and sink, with keys, values, partitions and timestamps);
+* every dead letter (stage, offset and the error's type and message);
+* the persistent stores, what the stores answer for every key, and the positions to
+  commit (also where each ``process_run`` call stopped);
+* the record context left behind (a flush and a punctuator read it), and the origin of
+  each output record (a blue-green sink gate decides on it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import Message
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from pydantic import BaseModel, ConfigDict
+
+from baton import JSON, STR, Json, Topology
+from baton.worker.naming import TaskId
+from baton.worker.runtime.task import Task
+from baton.worker.state.stores import MemoryStore
+from baton.worker.state.task_store import CacheBudget, entry_size
+from baton.worker.topology.context import RecordContext
+
+pytestmark = pytest.mark.unit
+
+TOPICS = ["clicks", "more-clicks"]
+
+
+class Op(BaseModel):
+    model_config = ConfigDict(strict=True)
+    n: int
+    op: str = "add"
+
+
+def aggregator(_key: Any, value: Op, current: int) -> int | None:
+    if value.op == "boom":
+        raise ValueError(f"boom at {current}")
+    return None if value.op == "del" else current + value.n
+
+
+def extractor(_key: Any, value: Op, timestamp: int) -> int:
+    return timestamp - value.n  # n past the record's timestamp: refused
+
+
+KEYS = {
+    "str": [b"a", b"b", b"c", b"\xff", None],  # invalid UTF-8, a null key
+    "json": [b'"a"', b'"b"', b'{"x": 1}', b"{bad", None],  # a dict key, malformed JSON
+}
+VALUES = [
+    b'{"n": 1}',
+    b'{"n": 2}',
+    b'{"n": 3, "op": "del"}',
+    b'{"n": 1, "op": "boom"}',
+    b'{"n": "1"}',  # strict: a string is not an int
+    b"{bad",
+    None,  # a tombstone: not folded
+]
+
+
+class EveryThirdHeldBack:
+    """A blue-green sink gate that reads the origin of each output record (an open gate does not)."""
+
+    def allows(self, topic: str, partition: int, offset: int) -> bool:
+        return offset % 3 != 1
+
+
+class Produced(list[tuple[Any, ...]]):
+    """The send function: every record as the producer would get it, timestamp included."""
+
+    def __call__(self, *record: Any) -> None:
+        self.append(record)
+
+
+class Recorded(list[tuple[str, int, str, str]]):
+    """The dead-letter handler: stage, offset and the error as a user would read it."""
+
+    def __call__(self, error: BaseException, stage: str, msg: Any) -> None:
+        self.append((stage, msg.offset() or 0, type(error).__name__, str(error)))
+
+
+def _context(ctx: RecordContext) -> tuple[Any, ...]:
+    return tuple(getattr(ctx, name) for name in RecordContext.__slots__)
+
+
+class FusedModel(RuleBasedStateMachine):
+    @initialize(key=st.sampled_from(sorted(KEYS)), extract=st.booleans(), count=st.booleans())
+    def build(self, key: str, extract: bool, count: bool) -> None:
+        topology = Topology()
+        grouped = topology.stream(
+            TOPICS,
+            key=STR if key == "str" else JSON,
+            value=Json(Op),
+            timestamp=extractor if extract else None,
+        ).group_by_key()
+        table = grouped.count(store="s") if count else grouped.aggregate(lambda: 0, aggregator, store="s")
+        table.to_stream().to("out")
+        sub = topology.build().subtopologies[0]
+        self.keys = KEYS[key]
+        self.offsets = dict.fromkeys(TOPICS, 0)
+        self.sides: list[tuple[Task, Produced, Recorded, MemoryStore]] = []
+        for fused in (True, False):
+            sent, dead, persistent = Produced(), Recorded(), MemoryStore()
+            task = Task(
+                TaskId(0, 0),
+                sub,
+                application_id="app",
+                stores={"s": persistent},
+                send=sent,
+                gate=EveryThirdHeldBack(),
+                caching=True,
+                dead_letter=dead,
+                cache_budget=CacheBudget(2 * entry_size(b"a", 10) + 5),  # a third key flushes
+                fuse_aggregations=fused,
+            )
+            self.sides.append((task, sent, dead, persistent))
+        assert (self.sides[0][0]._sources["clicks"].fused is not None) and (
+            self.sides[1][0]._sources["clicks"].fused is None
+        ), "the model compares the fused loop with the general path"
+        assert self.sides[0][0].stores["s"].forward_serialized is not None
+
+    @rule(
+        records=st.lists(
+            st.tuples(st.sampled_from(TOPICS), st.integers(0, 4), st.integers(0, len(VALUES) - 1)),
+            min_size=1,
+            max_size=12,
+        ),
+        start=st.integers(0, 3),
+    )
+    def process(self, records: list[tuple[str, int, int]], start: int) -> None:
+        messages = []
+        for topic, key, value in records:
+            offset = self.offsets[topic]
+            self.offsets[topic] += 1
+            messages.append(
+                Message(
+                    topic=topic,
+                    partition=0,
+                    offset=offset,
+                    key=self.keys[key],
+                    value=VALUES[value],
+                    timestamp=(1, 1000 + offset),
+                )
+            )
+        start = min(start, len(messages) - 1)  # the loop may hand a task the middle of a batch
+        stops = []
+        for task, *_ in self.sides:
+            i, seen = start, []
+            while i < len(messages):
+                i = task.process_run(messages, i, len(messages))
+                seen.append(i)
+            stops.append(seen)
+        assert stops[0] == stops[1]
+
+    @rule()
+    def flush(self) -> None:
+        for task, *_ in self.sides:
+            task.flush()
+
+    @rule()
+    def commit(self) -> None:
+        for task, *_ in self.sides:
+            task.flush()
+            task.committed_ok({("app-s-changelog", 0): 7})
+
+    @rule()
+    def abort(self) -> None:
+        assert self.sides[0][0].rewind() == self.sides[1][0].rewind()
+
+    @invariant()
+    def both_paths_agree(self) -> None:
+        (fused, f_sent, f_dead, f_store), (general, g_sent, g_dead, g_store) = self.sides
+        assert f_sent == g_sent
+        assert f_dead == g_dead
+        assert list(f_store.items()) == list(g_store.items())
+        assert fused.positions == general.positions
+        assert fused.processed_since_commit == general.processed_since_commit
+        for raw in [b"a", b"b", b"c", b'"a"', b'"b"', b'{"x":1}']:
+            assert fused.stores["s"].get(raw) == general.stores["s"].get(raw)
+        assert _context(fused.ctx) == _context(general.ctx)
+
+
+TestFusedModel = FusedModel.TestCase
+TestFusedModel.settings = settings(max_examples=200, stateful_step_count=30, deadline=None)
