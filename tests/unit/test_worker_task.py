@@ -83,6 +83,39 @@ def test_bad_records_go_to_the_dead_letter_handler_and_processing_continues() ->
     assert task.positions == {"clicks": 8}
 
 
+def test_a_bad_record_is_dead_lettered_with_the_serdes_own_error() -> None:
+    """The per-record path calls the serdes' C functions (``fast_deserializer``), whose errors
+    are not worded for users: a record that fails is dead-lettered with the serde's error."""
+    errors: list[tuple[str, int, BaseException]] = []
+    t = Topology()
+    (
+        t.stream("clicks", key=STR, value=JSON, timestamp=lambda _k, v, _ts: 1 // v["n"])
+        .map_values(lambda v: v)  # not an aggregation's source: the general path
+        .to("out")
+    )
+    built = t.build().subtopologies[0]
+    task = Task(
+        TaskId(0, 0),
+        built,
+        application_id="app",
+        stores={},
+        send=Sent(),
+        gate=OpenGate(),
+        caching=True,
+        dead_letter=lambda error, stage, msg: errors.append((stage, msg.offset() or 0, error)),
+    )
+    assert task._sources["clicks"].fused is None
+    task.process(Msg("clicks", 1, b"\xff", b'{"n": 1}'))
+    task.process(Msg("clicks", 2, b"a", b"{bad"))
+    task.process(Msg("clicks", 3, b"a", b'{"n": 0}'))
+    assert [(stage, offset, type(e).__name__) for stage, offset, e in errors] == [
+        ("deserialize", 1, "SerdeError"),
+        ("deserialize", 2, "SerdeError"),
+        ("deserialize", 3, "ZeroDivisionError"),  # the extractor's own error
+    ]
+    assert str(errors[0][2]).startswith("not UTF-8") and str(errors[1][2]).startswith("malformed JSON")
+
+
 def test_sink_gate_silences_sinks_but_not_changelogs() -> None:
     task, sent, _dead, _stores = make_task(counter(), caching=False)
     task.process(click(1, "a"))  # origin offset 1: gate closed

@@ -20,7 +20,8 @@ from baton.worker.runtime.tree import build_tree
 from baton.worker.state.stores import KeyValueStore
 from baton.worker.state.task_store import CacheBudget, TaskStore
 from baton.worker.topology.context import ORIGIN_HEADER, RecordContext, Send, SinkGate, decode_origin
-from baton.worker.topology.graph import SubTopology
+from baton.worker.topology.graph import SourceNode, SubTopology
+from baton.worker.topology.serdes import fast_deserializer
 
 
 class Message(Protocol):
@@ -43,24 +44,40 @@ DeadLetter = Callable[[BaseException, str, Message], None]
 
 
 class _Source:
-    __slots__ = ("deserialize_key", "deserialize_value", "forward", "fused", "internal", "timestamp")
+    __slots__ = (
+        "deserialize_key",
+        "deserialize_value",
+        "forward",
+        "fused",
+        "internal",
+        "key_serde",
+        "timestamp",
+        "value_serde",
+    )
 
-    def __init__(
-        self,
-        root: Processor,
-        key: Callable[[bytes], Any],
-        value: Callable[[bytes], Any],
-        internal: bool,
-        timestamp: Callable[[Any, Any, int], int] | None,
-        *,
-        fused: FusedAggregate | None,
-    ) -> None:
+    def __init__(self, root: Processor, node: SourceNode, *, fused: FusedAggregate | None) -> None:
         self.forward = root.forward  # bound to the source's children by build_tree
-        self.deserialize_key = key
-        self.deserialize_value = value
-        self.internal = internal
-        self.timestamp = timestamp
+        self.key_serde, self.value_serde = node.key_serde, node.value_serde
+        # the serdes' C functions where they have them: a Python call less per record each
+        self.deserialize_key = fast_deserializer(node.key_serde)
+        self.deserialize_value = fast_deserializer(node.value_serde)
+        self.internal = node.internal
+        self.timestamp = node.timestamp
         self.fused = fused  # one loop for a source feeding an aggregation (runtime/fused.py)
+
+    def deserialize_error(
+        self, error: Exception, raw_key: bytes | None, raw_value: bytes | None
+    ) -> Exception:
+        """What a record that failed is dead-lettered with: the serde's own error, worded for
+        users (``fast_deserializer``'s are not), or else the timestamp extractor's."""
+        try:
+            if raw_key is not None:
+                self.key_serde.deserialize(raw_key)
+            if raw_value is not None:
+                self.value_serde.deserialize(raw_value)
+        except Exception as checked:
+            return checked
+        return error
 
 
 class InvalidTimestamp(ValueError):
@@ -142,14 +159,7 @@ class Task:
                 else None
             )
             for topic in node.topics:
-                self._sources[topic_name(topic, node.internal)] = _Source(
-                    root,
-                    node.key_serde.deserialize,
-                    node.value_serde.deserialize,
-                    node.internal,
-                    node.timestamp,
-                    fused=fused,
-                )
+                self._sources[topic_name(topic, node.internal)] = _Source(root, node, fused=fused)
         if not fuse_aggregations:  # the store's flush hands a sink its bytes: fused too
             for store in self.stores.values():
                 store.forward_serialized = None
@@ -253,7 +263,7 @@ class Task:
                         if ctx.timestamp < 0:
                             raise InvalidTimestamp(f"the timestamp extractor returned {ctx.timestamp}")
                 except Exception as exc:
-                    dead_letter(exc, "deserialize", msg)
+                    dead_letter(source.deserialize_error(exc, raw_key, raw_value), "deserialize", msg)
                 else:
                     try:
                         forward(key, value)
