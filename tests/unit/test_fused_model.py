@@ -2,7 +2,7 @@
 
 Two tasks of the same topology, one with the fused loop and one without
 (``fuse_aggregations=False``), get the same real ``confluent_kafka.Message`` records in runs
-of any length, across two input topics, with bad keys and values, tombstones, null keys,
+of any length, across two input topics or from a repartition topic (origin headers), with bad keys and values, tombstones, null keys,
 timestamps the extractor refuses, an aggregator that deletes or raises, and a write cache
 small enough to flush in the middle of a run; between runs, flushes, commits and aborts.
 After every step they must agree on everything the runtime and the user can see:
@@ -31,7 +31,7 @@ from baton.worker.naming import TaskId
 from baton.worker.runtime.task import Task
 from baton.worker.state.stores import MemoryStore
 from baton.worker.state.task_store import CacheBudget, entry_size
-from baton.worker.topology.context import RecordContext
+from baton.worker.topology.context import ORIGIN_HEADER, Headers, RecordContext, encode_origin
 
 pytestmark = pytest.mark.unit
 
@@ -58,6 +58,14 @@ KEYS = {
     "str": [b"a", b"b", b"c", b"\xff", None],  # invalid UTF-8, a null key
     "json": [b'"a"', b'"b"', b'{"x": 1}', b"{bad", None],  # a dict key, malformed JSON
 }
+# a repartition topic's records name the input record they descend from (the origin); the
+# general path reads it from any record, as the fused loop must
+HEADERS: list[Headers | None] = [
+    None,
+    [(ORIGIN_HEADER, encode_origin("clicks", 3, 41))],
+    [(ORIGIN_HEADER, encode_origin("more-clicks", 5, 7)), ("other", b"x")],
+    [("other", b"y")],
+]
 VALUES = [
     b'{"n": 1}',
     b'{"n": 2}',
@@ -79,8 +87,16 @@ class EveryThirdHeldBack:
 class Produced(list[tuple[Any, ...]]):
     """The send function: every record as the producer would get it, timestamp included."""
 
-    def __call__(self, *record: Any) -> None:
-        self.append(record)
+    def __call__(  # noqa: PLR0917 - implements context.Send
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        timestamp: int,
+        headers: Headers | None,
+    ) -> None:
+        self.append((topic, key, value, partition, timestamp, headers))
 
 
 class Recorded(list[tuple[str, int, str, str]]):
@@ -95,20 +111,26 @@ def _context(ctx: RecordContext) -> tuple[Any, ...]:
 
 
 class FusedModel(RuleBasedStateMachine):
-    @initialize(key=st.sampled_from(sorted(KEYS)), extract=st.booleans(), count=st.booleans())
-    def build(self, key: str, extract: bool, count: bool) -> None:
+    @initialize(
+        key=st.sampled_from(sorted(KEYS)),
+        extract=st.booleans(),
+        count=st.booleans(),
+        repartition=st.booleans(),
+    )
+    def build(self, key: str, extract: bool, count: bool, repartition: bool) -> None:
         topology = Topology()
-        grouped = topology.stream(
+        stream = topology.stream(
             TOPICS,
             key=STR if key == "str" else JSON,
             value=Json(Op),
-            timestamp=extractor if extract else None,
-        ).group_by_key()
+            timestamp=None if repartition else extractor if extract else None,
+        )
+        # group_by: the aggregation reads a repartition topic, whose records carry their origin
+        grouped = stream.group_by(lambda k, _v: k, name="g") if repartition else stream.group_by_key()
         table = grouped.count(store="s") if count else grouped.aggregate(lambda: 0, aggregator, store="s")
         table.to_stream().to("out")
-        sub = topology.build().subtopologies[0]
+        sub = topology.build().subtopologies[1 if repartition else 0]
         self.keys = KEYS[key]
-        self.offsets = dict.fromkeys(TOPICS, 0)
         self.sides: list[tuple[Task, Produced, Recorded, MemoryStore]] = []
         for fused in (True, False):
             sent, dead, persistent = Produced(), Recorded(), MemoryStore()
@@ -125,22 +147,31 @@ class FusedModel(RuleBasedStateMachine):
                 fuse_aggregations=fused,
             )
             self.sides.append((task, sent, dead, persistent))
-        assert (self.sides[0][0]._sources["clicks"].fused is not None) and (
-            self.sides[1][0]._sources["clicks"].fused is None
+        self.topics = self.sides[0][0].input_topics
+        self.offsets = dict.fromkeys(self.topics, 0)
+        assert all(
+            self.sides[0][0]._sources[t].fused is not None and self.sides[1][0]._sources[t].fused is None
+            for t in self.topics
         ), "the model compares the fused loop with the general path"
         assert self.sides[0][0].stores["s"].forward_serialized is not None
 
     @rule(
         records=st.lists(
-            st.tuples(st.sampled_from(TOPICS), st.integers(0, 4), st.integers(0, len(VALUES) - 1)),
+            st.tuples(
+                st.integers(0, 1),
+                st.integers(0, 4),
+                st.integers(0, len(VALUES) - 1),
+                st.sampled_from(HEADERS),
+            ),
             min_size=1,
             max_size=12,
         ),
         start=st.integers(0, 3),
     )
-    def process(self, records: list[tuple[str, int, int]], start: int) -> None:
+    def process(self, records: list[tuple[int, int, int, Headers | None]], start: int) -> None:
         messages = []
-        for topic, key, value in records:
+        for which, key, value, headers in records:
+            topic = self.topics[which % len(self.topics)]
             offset = self.offsets[topic]
             self.offsets[topic] += 1
             messages.append(
@@ -151,6 +182,7 @@ class FusedModel(RuleBasedStateMachine):
                     key=self.keys[key],
                     value=VALUES[value],
                     timestamp=(1, 1000 + offset),
+                    headers=headers,
                 )
             )
         start = min(start, len(messages) - 1)  # the loop may hand a task the middle of a batch

@@ -23,10 +23,11 @@ update's record context) and flushes at the same points; a null key or value is 
 * a failing initializer or aggregator is dead-lettered here, exactly once, as the general
   path does (a user's function is not run twice).
 
-Only a source of the application's own input topics whose one child is a plain
-``AggregateProcessor`` over a caching store is fused (``fuse``); repartition topics (their
-records carry origin headers), sub-topologies with custom processors (punctuators need
-stream time) and uncached stores keep the general path. ``TaskStore.put`` stays the
+A source whose one child is a plain ``AggregateProcessor`` over a caching store is fused
+(``fuse``): an input topic, or the repartition topic of a ``group_by`` (its records' origin,
+which the blue-green sink gate decides on, is read from their headers as on the general
+path). Sub-topologies with custom processors (punctuators need stream time), windowed and
+table aggregations and uncached stores keep the general path. ``TaskStore.put`` stays the
 reference for what a fold does to the store: ``tests/unit/test_fused_model.py`` runs
 random inputs through both paths and compares every output and every store.
 """
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING
 from baton.worker.runtime.processors import AggregateProcessor, Processor
 from baton.worker.runtime.producer import dead_letter_stage
 from baton.worker.state.task_store import DELETED, MISSING, entry_size
-from baton.worker.topology.context import RecordContext
+from baton.worker.topology.context import ORIGIN_HEADER, RecordContext, decode_origin
 from baton.worker.topology.serdes import fast_deserializer, round_trips
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class FusedAggregate:
         "_deserialize_key",
         "_deserialize_value",
         "_extract",
+        "_internal",
         "_key_is_raw",
         "_partition",
         "stopped",
@@ -78,6 +80,7 @@ class FusedAggregate:
         self._deserialize_key = fast_deserializer(node.key_serde)
         self._deserialize_value = fast_deserializer(node.value_serde)
         self._extract = node.timestamp
+        self._internal = node.internal  # a repartition topic: each record's origin is in a header
         # the record's key bytes are the store key when the store would serialize the key to
         # exactly those bytes again (same serde, and one that round-trips: str, bytes, long)
         store_serde = aggregate.store.spec.key_serde
@@ -99,9 +102,10 @@ class FusedAggregate:
         first = messages[start]
         topic, partition = first.topic(), first.partition()
         assert topic is not None and partition is not None
-        ctx, own = self._ctx, self._partition
-        ctx.topic = ctx.origin_topic = topic
-        ctx.partition = ctx.origin_partition = own
+        ctx, own, internal = self._ctx, self._partition, self._internal
+        ctx.topic = topic
+        ctx.partition = own
+        origin_topic, origin_partition = topic, own  # a repartition topic's records name theirs
         aggregate = self._aggregate
         store = aggregate.store
         initializer, aggregator = aggregate.initializer, aggregate.aggregator
@@ -111,13 +115,19 @@ class FusedAggregate:
         overlay, budget = store.overlay, store.budget  # the overlay is only ever changed in place
         overlay_get = overlay.get
         dirty = store.dirty  # a flush replaces it: read again after anything that may flush
-        i, done_offset, done_timestamp = start, -1, 0
+        i, done_offset, done_timestamp, done_origin = start, -1, 0, (topic, own, -1)
         try:
             while i < stop:
                 msg = messages[i]
                 if msg.partition() != partition or msg.topic() != topic or msg.error() is not None:
                     break
                 offset: int = msg.offset()  # type: ignore[assignment]
+                origin_offset = offset
+                if internal:
+                    origin_topic, origin_partition = topic, own
+                    for name, header in msg.headers() or ():
+                        if name == ORIGIN_HEADER and isinstance(header, bytes):
+                            origin_topic, origin_partition, origin_offset = decode_origin(header)
                 timestamp = msg.timestamp()[1]
                 raw_key = msg.key()
                 raw_value = msg.value()
@@ -140,7 +150,7 @@ class FusedAggregate:
                                 current = initializer()
                         new = aggregator(key, value, current)
                         if new is None:  # a delete
-                            _set(ctx, offset, timestamp)
+                            _set(ctx, offset, timestamp, (origin_topic, origin_partition, origin_offset))
                             store.put(key_bytes, key, new)
                             dirty = store.dirty
                         else:  # TaskStore.put, inlined
@@ -149,28 +159,40 @@ class FusedAggregate:
                                 size = entry_size(key_bytes, new)
                                 store.dirty_bytes += size
                                 budget.used += size
-                            dirty[key_bytes] = (key, new, topic, own, offset, timestamp, topic, own, offset)
+                            dirty[key_bytes] = (
+                                key,
+                                new,
+                                topic,
+                                own,
+                                offset,
+                                timestamp,
+                                origin_topic,
+                                origin_partition,
+                                origin_offset,
+                            )
                             if budget.used > budget.limit:
-                                _set(ctx, offset, timestamp)
+                                _set(ctx, offset, timestamp, (origin_topic, origin_partition, origin_offset))
                                 store.flush()
                                 dirty = store.dirty
                     except Exception as exc:
-                        _set(ctx, offset, timestamp)
+                        _set(ctx, offset, timestamp, (origin_topic, origin_partition, origin_offset))
                         dead_letter(exc, dead_letter_stage(exc), msg)
                         dirty = store.dirty
                 done_offset, done_timestamp = offset, timestamp
+                done_origin = (origin_topic, origin_partition, origin_offset)
                 i += 1
         finally:
             self.stopped = i
             if i > start:  # where the general path leaves the context: at the last record processed
-                _set(ctx, done_offset, done_timestamp)
+                _set(ctx, done_offset, done_timestamp, done_origin)
         return i
 
 
-def _set(ctx: RecordContext, offset: int, timestamp: int) -> None:
+def _set(ctx: RecordContext, offset: int, timestamp: int, origin: tuple[str, int, int]) -> None:
     """The record context of the record being folded, where something may read it."""
-    ctx.offset = ctx.origin_offset = offset
+    ctx.offset = offset
     ctx.timestamp = timestamp
+    ctx.origin_topic, ctx.origin_partition, ctx.origin_offset = origin
 
 
 def fuse(
@@ -184,7 +206,7 @@ def fuse(
 ) -> FusedAggregate | None:
     """The fused loop for a source, when its records go straight into a cached aggregation."""
     children = root.children
-    if node.internal or custom or len(children) != 1:
+    if custom or len(children) != 1:
         return None
     child = children[0]
     if type(child) is not AggregateProcessor or not child.store.caching:
