@@ -6,8 +6,9 @@
 The worker runs exactly as in ``bench/throughput.py`` (the same input, one process); py-spy
 (installed on first use under ``~/.cache/baton/py-spy-<version>``) samples it from its first
 processed record to its last. Each sample is charged to the innermost frame that names a
-stage (the rules below, first match from the leaf up), so the table adds up to 100 % of the
-processing thread's samples; the other threads (restore, membership, HTTP) are reported
+stage (the rules below, first match from the leaf up; a sample in the click counter's
+fused loop, ``runtime/fused.py``, by the text of its line), so the table adds up to 100 % of
+the processing thread's samples; the other threads (restore, membership, HTTP) are reported
 apart. The top leaf functions are printed too: the stages say where to look, the leaves
 what to change.
 """
