@@ -6,6 +6,7 @@ configures pods); flags win over the environment. Validation is WorkerConfig's.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from baton.cli_options import key_values
 from baton.worker.config import ErrorHandler, ProcessingGuarantee, StoreKind, WorkerConfig
+from baton.worker.processes.join import JoinBarrier
 
 
 @click.command()
@@ -133,4 +135,5 @@ def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> N
         from baton.worker.processes.supervisor import Supervisor
 
         sys.exit(Supervisor(config).run())
-    sys.exit(Worker(config, built).run())
+    barrier = JoinBarrier.from_env(os.environ)  # a child of a supervisor: join with its siblings
+    sys.exit(Worker(config, built, before_join=None if barrier is None else barrier.before_join).run())

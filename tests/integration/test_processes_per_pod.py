@@ -214,3 +214,42 @@ def test_at_least_once_work_is_committed_when_a_joining_process_takes_half(
         for w in workers:
             if w.alive:
                 w.stop()
+
+
+def test_a_pods_processes_join_together_and_split_the_tasks_at_once(
+    kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+) -> None:
+    """The pod's processes wait for each other before their first JoinGroup (processes/join.py).
+
+    Regression: each joined when its own start-up was done, ~0.1 s apart; the first got every
+    task in a generation of its own and heard of its sibling only at its next heartbeat, then
+    handed half the tasks over (bench/throughput.py --processes 2: one process did the pod's
+    work for the first second).
+    """
+    source = new_topic(8, name=f"{unique_name}-clicks")
+    sink = new_topic(8, name=f"{unique_name}-counts")
+    expected: Counter[str] = Counter()
+    produce(kafka_bootstrap, source, _clicks(random.Random(7), 5000, expected))
+    pod = _pod(
+        "pod-0", kafka_bootstrap, unique_name, tmp_path, {"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink}
+    )
+    pod.start()
+    try:
+
+        def exact() -> bool:
+            return {k: v[-1] for k, v in count_sequences(kafka_bootstrap, sink).items()} == dict(expected)
+
+        wait_for("exact counts from one pod of two processes", exact, 120, every=1)
+        logs = pod.logs()
+        joined = {str(x["member"]) for x in logs if x.get("msg") == "joining with the pod's other processes"}
+        assert joined == {"pod-0", "pod-0-1"}, joined
+        # every task's first owner kept it: no process ever held all eight, none gave any away
+        firsts: dict[str, int] = {}
+        for line in logs:
+            actives = _tasks(line.get("active"))
+            if line.get("msg") == "assignment received" and actives:
+                firsts.setdefault(str(line["member"]), len(actives))
+        assert firsts == {"pod-0": 4, "pod-0-1": 4}, firsts
+        assert [x for x in logs if x.get("msg") == "partitions revoked"] == []
+    finally:
+        pod.stop()

@@ -48,7 +48,7 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, WorkerConfig]:
     seen: dict[str, WorkerConfig] = {}
 
     class FakeWorker:
-        def __init__(self, config: WorkerConfig, _built: Any) -> None:
+        def __init__(self, config: WorkerConfig, _built: Any, **_hooks: Any) -> None:
             seen["config"] = config
 
         def run(self) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.parser import text_string_to_metric_families
 
 from baton.worker.config import WorkerConfig
+from baton.worker.processes.join import DIRECTORY, JoinBarrier
 from baton.worker.processes.plan import config_env, plan
 from baton.worker.processes.scrape import merge
 from baton.worker.processes.supervisor import Supervisor
@@ -101,3 +104,32 @@ def test_merged_metrics_have_each_family_once_and_each_series_per_process() -> N
         if s.name.endswith("_bucket")
     }
     assert buckets[("0", "0.1")] == 1.0 and buckets[("1", "0.1")] == 0.0 and buckets[("1", "1.0")] == 1.0
+
+
+def test_the_pods_processes_join_together_and_none_waits_for_a_missing_one(tmp_path: Path) -> None:
+    (tmp_path / DIRECTORY / "7").parent.mkdir()
+    (tmp_path / DIRECTORY / "7").touch()  # left by an earlier start of the pod: not a party now
+    directory = JoinBarrier.prepare(tmp_path)
+    assert list(directory.iterdir()) == []
+    barriers = [JoinBarrier.from_env(JoinBarrier(directory, 3, i).env()) for i in range(3)]
+    assert barriers == [JoinBarrier(directory, 3, i) for i in range(3)]
+    results: dict[int, bool] = {}
+    threads = [
+        threading.Thread(target=lambda b=b: results.__setitem__(b.index, b.wait(timeout=30)))
+        for b in barriers[:2]
+        if b is not None
+    ]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    assert results == {}  # the third is not there yet: the first two wait
+    assert barriers[2] is not None and barriers[2].wait(timeout=30)
+    for t in threads:
+        t.join(30)
+    assert results == {0: True, 1: True}
+    # a process whose sibling never comes joins alone after the timeout
+    alone = JoinBarrier(JoinBarrier.prepare(tmp_path), 2, 0)
+    started = time.monotonic()
+    assert not alone.wait(timeout=0.3)
+    assert time.monotonic() - started >= 0.3
+    assert JoinBarrier.from_env({}) is None  # a worker no supervisor started

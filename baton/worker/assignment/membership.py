@@ -231,8 +231,12 @@ class Membership(threading.Thread):
         client_config: dict[str, Any],
         offsets: Callable[[], Mapping[TaskId, int]],
         end_offsets: Callable[[list[TP]], dict[TP, int] | None],
+        before_join: Callable[[], None] | None = None,
     ) -> None:
+        """``before_join`` runs once, right before the first JoinGroup (a pod's processes
+        join together: ``processes/join.py``)."""
         super().__init__(name="baton-membership", daemon=True)
+        self._before_join = before_join
         self.settings = settings
         self.events: queue.Queue[Event] = queue.Queue()
         self._client_config = client_config
@@ -283,6 +287,8 @@ class Membership(threading.Thread):
             self._started.set()
             raise
         self._started.set()
+        if self._before_join is not None:
+            self._before_join()
         unstable_since: float | None = None
         next_ends = 0.0
         try:

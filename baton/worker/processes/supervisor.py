@@ -11,6 +11,8 @@ Decisions (docs/architecture.md, "Processes per pod"):
 * Children die with the supervisor (``PR_SET_PDEATHSIG``): a killed pod is all of it gone,
   as in a container, also when processes run outside one (tests, the dev pod runner).
 * ``/healthz``: every child alive and healthy. ``/readyz``: every child ready.
+* The children join their group together (``join.py``): the first process does not own
+  every task for a heartbeat and then hand half of them over.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ import subprocess
 import sys
 import threading
 from http.server import ThreadingHTTPServer
+from pathlib import Path
 from types import FrameType
 
 from prometheus_client import CollectorRegistry
 
 from baton.worker.config import WorkerConfig, env_var
+from baton.worker.processes.join import JoinBarrier
 from baton.worker.processes.plan import ProcessSlot, config_env, plan
 from baton.worker.processes.scrape import ChildrenCollector, fetch, proxy_query
 from baton.worker.runtime import health
@@ -86,10 +90,14 @@ class Supervisor:
         self.children: list[subprocess.Popen[bytes]] = []
         self._stop = threading.Event()
         self.server: ThreadingHTTPServer | None = None
+        self._join_dir: Path | None = None
 
     def _env(self, slot: ProcessSlot) -> dict[str, str]:
         inherited = {k: v for k, v in os.environ.items() if k not in _CONFIG_VARS}
-        return inherited | config_env(slot.config)
+        barrier = {}
+        if self._join_dir is not None:  # the pod's processes join their group together (join.py)
+            barrier = JoinBarrier(self._join_dir, self.config.processes, slot.index).env()
+        return inherited | config_env(slot.config) | barrier
 
     def _start(self, slot: ProcessSlot) -> subprocess.Popen[bytes]:
         # preexec_fn runs between fork and exec; safe here because every child is started
@@ -139,6 +147,7 @@ class Supervisor:
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+        self._join_dir = JoinBarrier.prepare(self.config.state_dir)
         self.children = [self._start(slot) for slot in self.slots]  # before any thread: see _start
         registry = CollectorRegistry()
         registry.register(ChildrenCollector(self._ports))

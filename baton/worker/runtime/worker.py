@@ -32,7 +32,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
@@ -88,8 +88,17 @@ OFFSETS_REFRESH_SECONDS = 1.0  # how fresh the task offsets this member reports 
 
 
 class Worker:
-    def __init__(self, config: WorkerConfig, topology: BuiltTopology, gate: SinkGate | None = None) -> None:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        topology: BuiltTopology,
+        gate: SinkGate | None = None,
+        before_join: Callable[[], None] | None = None,
+    ) -> None:
+        """``before_join``: run right before the group member's first JoinGroup (a supervisor's
+        child waits there for the pod's other processes)."""
         self.config = config
+        self._before_join = before_join
         self.topology = topology
         self.gate: SinkGate = gate or OpenGate()
         self.bluegreen: BlueGreen | None = None  # set in run() when the worker has a color
@@ -231,6 +240,7 @@ class Worker:
             self.clients.membership(),
             offsets=lambda: self._local_offsets,
             end_offsets=self.topics.end_offsets,
+            before_join=self._before_join,
         )
         self.guarantee: Guarantee = (ExactlyOnce if self.eos else AtLeastOnce)(self.output, self.membership)
         self.guarantee.start()
