@@ -49,6 +49,10 @@ class Msg:
 
 
 class Sent(list[tuple[str, bytes | None, bytes | None, int | None, Headers | None]]):
+    def __init__(self) -> None:
+        super().__init__()
+        self.timestamps: list[int] = []  # of each record, in the same order
+
     def __call__(  # noqa: PLR0917 - implements context.Send
         self,
         topic: str,
@@ -59,6 +63,7 @@ class Sent(list[tuple[str, bytes | None, bytes | None, int | None, Headers | Non
         headers: Headers | None,
     ) -> None:
         self.append((topic, key, value, partition, headers))
+        self.timestamps.append(timestamp)
 
     def to(self, topic: str) -> list[tuple[bytes | None, bytes | None]]:
         return [(k, v) for t, k, v, _p, _h in self if t == topic]

@@ -32,6 +32,7 @@ from baton.worker.runtime.task import Task
 from baton.worker.state.stores import MemoryStore
 from baton.worker.state.task_store import CacheBudget, entry_size
 from baton.worker.topology.context import ORIGIN_HEADER, Headers, RecordContext, encode_origin
+from tests.support.tasks import Sent
 
 pytestmark = pytest.mark.unit
 
@@ -84,21 +85,6 @@ class EveryThirdHeldBack:
         return offset % 3 != 1
 
 
-class Produced(list[tuple[Any, ...]]):
-    """The send function: every record as the producer would get it, timestamp included."""
-
-    def __call__(  # noqa: PLR0917 - implements context.Send
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        partition: int | None,
-        timestamp: int,
-        headers: Headers | None,
-    ) -> None:
-        self.append((topic, key, value, partition, timestamp, headers))
-
-
 class Recorded(list[tuple[str, int, str, str]]):
     """The dead-letter handler: stage, offset and the error as a user would read it."""
 
@@ -131,9 +117,9 @@ class FusedModel(RuleBasedStateMachine):
         table.to_stream().to("out")
         sub = topology.build().subtopologies[1 if repartition else 0]
         self.keys = KEYS[key]
-        self.sides: list[tuple[Task, Produced, Recorded, MemoryStore]] = []
+        self.sides: list[tuple[Task, Sent, Recorded, MemoryStore]] = []
         for fused in (True, False):
-            sent, dead, persistent = Produced(), Recorded(), MemoryStore()
+            sent, dead, persistent = Sent(), Recorded(), MemoryStore()
             task = Task(
                 TaskId(0, 0),
                 sub,
@@ -214,6 +200,7 @@ class FusedModel(RuleBasedStateMachine):
     def both_paths_agree(self) -> None:
         (fused, f_sent, f_dead, f_store), (general, g_sent, g_dead, g_store) = self.sides
         assert f_sent == g_sent
+        assert f_sent.timestamps == g_sent.timestamps
         assert f_dead == g_dead
         assert list(f_store.items()) == list(g_store.items())
         assert fused.positions == general.positions

@@ -7,8 +7,9 @@ value's deserializer, the forward to the aggregation, the key's serialization, t
 ``get`` and ``put``, and the put's size estimate. This loop does the same work in one
 frame: it calls the serdes' C functions directly (``serdes.fast_deserializer``), reuses
 the record's key bytes as the store key when the serde round-trips them, and folds into
-the write cache in place. Measured on the click counter's records with no broker,
-4.9-5.2 µs a record on the general path, 4.1-4.3 µs on this one (docs/benchmarks.md).
+the write cache in place. Measured on the click counter's records with no broker, the
+best runs took 4.8-4.9 µs a record on the general path and 4.2-4.5 µs on this one; with
+the broker, one worker needed 7-30 % less CPU a record (docs/benchmarks.md).
 
 It changes nothing a user sees. Records go one by one, in offset order, each through the
 aggregator before the next; the write cache holds the same dirty entries (the latest
@@ -179,12 +180,13 @@ class FusedAggregate:
                         dead_letter(exc, dead_letter_stage(exc), msg)
                         dirty = store.dirty
                 done_offset, done_timestamp = offset, timestamp
-                done_origin = (origin_topic, origin_partition, origin_offset)
+                if internal:  # an input topic's origin is the record itself: made once, below
+                    done_origin = (origin_topic, origin_partition, origin_offset)
                 i += 1
         finally:
             self.stopped = i
             if i > start:  # where the general path leaves the context: at the last record processed
-                _set(ctx, done_offset, done_timestamp, done_origin)
+                _set(ctx, done_offset, done_timestamp, done_origin if internal else (topic, own, done_offset))
         return i
 
 

@@ -194,7 +194,8 @@ class Task:
         records before the failing one stay processed.
 
         The per-record path of every application: written for CPython's speed (locals,
-        chained stores, no helper calls), not for looks.
+        chained stores, no helper calls), not for looks. A source that feeds an aggregation
+        runs the fused loop instead (``runtime/fused.py``), to the same effect.
         """
         stop = len(messages) if end is None else end
         first = messages[start]
@@ -374,7 +375,7 @@ class Task:
             kv.close()
 
 
-def _continues(msg: Message, topic: str, partition: int | None) -> bool:
+def _continues(msg: Message, topic: str | None, partition: int | None) -> bool:
     """Whether a record belongs to the run of ``topic`` and ``partition`` (``run_end``'s test)."""
     return msg.partition() == partition and msg.topic() == topic and msg.error() is None
 
@@ -385,10 +386,7 @@ def run_end(messages: Sequence[Message], start: int) -> int:
     first = messages[start]
     topic, partition = first.topic(), first.partition()
     i = start + 1
-    while i < len(messages):
-        msg = messages[i]
-        if msg.partition() != partition or msg.topic() != topic or msg.error() is not None:
-            break
+    while i < len(messages) and _continues(messages[i], topic, partition):
         i += 1
     return i
 
