@@ -116,6 +116,19 @@ def test_a_bad_record_is_dead_lettered_with_the_serdes_own_error() -> None:
     assert str(errors[0][2]).startswith("not UTF-8") and str(errors[1][2]).startswith("malformed JSON")
 
 
+def test_what_the_serde_accepts_is_processed_though_its_c_function_refuses_it() -> None:
+    """Regression: the compactor's replay reads keys and values from Spark as ``bytearray``,
+    which ``bytes.decode`` (the string serde's fast path) refuses and ``StrSerde`` accepts;
+    every replayed record was dead-lettered and the audit found every key unexpected."""
+    for caching in (True, False):  # the fused loop and the general path
+        task, _sent, dead, _stores = make_task(counter(), caching=caching)
+        task.process(Msg("clicks", 0, bytearray(b"a"), bytearray(b'{"user_id": "a"}')))  # type: ignore[arg-type]
+        task.process(Msg("clicks", 1, b"a", b'{"user_id": "a"}'))
+        task.flush()
+        assert dead == [], caching
+        assert task.stores["counts"].get(b"a") == 2, caching
+
+
 def test_sink_gate_silences_sinks_but_not_changelogs() -> None:
     task, sent, _dead, _stores = make_task(counter(), caching=False)
     task.process(click(1, "a"))  # origin offset 1: gate closed

@@ -16,8 +16,9 @@ aggregator before the next; the write cache holds the same dirty entries (the la
 update's record context) and flushes at the same points; a null key or value is skipped as
 ``AggregateProcessor`` skips it. What this loop does not handle it hands back:
 
-* a record whose key or value does not deserialize, or whose timestamp the extractor
-  refuses, is processed by the general path, which dead-letters it with the serde's own
+* a record whose key or value the serdes' C functions refuse, or whose timestamp the
+  extractor refuses, is processed by the general path, which runs the serdes' own
+  ``deserialize``: it processes what they accept and dead-letters the rest with their own
   message (the C functions' errors are not worded for users); deserializers are pure, so
   running one again changes nothing;
 * an aggregator that returns ``None`` (a delete) goes through ``TaskStore.put``;
@@ -140,7 +141,7 @@ class FusedAggregate:
                         if timestamp < 0:
                             break
                 except Exception:
-                    break  # the general path dead-letters it with the serde's own error
+                    break  # the general path runs the serde itself: it takes the record or dead-letters it
                 if key is not None and value is not None:
                     try:
                         key_bytes: bytes = raw_key if key_is_raw else key_serialize(key)  # type: ignore[assignment]

@@ -65,19 +65,16 @@ class _Source:
         self.timestamp = node.timestamp
         self.fused = fused  # one loop for a source feeding an aggregation (runtime/fused.py)
 
-    def deserialize_error(
-        self, error: Exception, raw_key: bytes | None, raw_value: bytes | None
-    ) -> Exception:
-        """What a record that failed is dead-lettered with: the serde's own error, worded for
-        users (``fast_deserializer``'s are not), or else the timestamp extractor's."""
-        try:
-            if raw_key is not None:
-                self.key_serde.deserialize(raw_key)
-            if raw_value is not None:
-                self.value_serde.deserialize(raw_value)
-        except Exception as checked:
-            return checked
-        return error
+    def deserialize_checked(self, raw_key: bytes | None, raw_value: bytes | None) -> tuple[Any, Any]:
+        """Key and value by the serdes' own ``deserialize``, for a record the C functions refused.
+
+        The fast path is only a shortcut: whatever the serde accepts is processed (a
+        ``bytearray`` from the compactor's replay, which ``bytes.decode`` refuses), and what
+        it refuses raises the serde's own error, worded for users, for the dead letter.
+        """
+        key = None if raw_key is None else self.key_serde.deserialize(raw_key)
+        value = None if raw_value is None else self.value_serde.deserialize(raw_value)
+        return key, value
 
 
 class InvalidTimestamp(ValueError):
@@ -257,14 +254,17 @@ class Task:
                 raw_key = msg.key()
                 raw_value = msg.value()
                 try:
-                    key = None if raw_key is None else deserialize_key(raw_key)
-                    value = None if raw_value is None else deserialize_value(raw_value)
+                    try:
+                        key = None if raw_key is None else deserialize_key(raw_key)
+                        value = None if raw_value is None else deserialize_value(raw_value)
+                    except Exception:
+                        key, value = source.deserialize_checked(raw_key, raw_value)
                     if extract is not None:
                         ctx.timestamp = extract(key, value, ctx.timestamp)
                         if ctx.timestamp < 0:
                             raise InvalidTimestamp(f"the timestamp extractor returned {ctx.timestamp}")
                 except Exception as exc:
-                    dead_letter(source.deserialize_error(exc, raw_key, raw_value), "deserialize", msg)
+                    dead_letter(exc, "deserialize", msg)
                 else:
                     try:
                         forward(key, value)

@@ -124,9 +124,10 @@ def Json(model: type[M]) -> ModelSerde[M]:  # noqa: N802 - reads like a type in 
 def fast_deserializer(serde: Serde[T]) -> Callable[[bytes], T]:
     """The C function behind a built-in serde's ``deserialize``, without its error wording.
 
-    It returns what ``deserialize`` returns for good bytes and raises *something* for bad
-    ones: a caller on the per-record path calls ``deserialize`` again for a record that
-    fails, to dead-letter it with the serde's own message. A saved Python call a record
+    It returns what ``deserialize`` returns for ``bytes`` it accepts and raises *something*
+    otherwise: a caller on the per-record path then calls ``deserialize`` itself, which
+    takes what the serde takes (``bytes.decode`` refuses a ``bytearray``) and raises the
+    serde's own error, worded for the dead letter. A saved Python call a record
     (``runtime/fused.py``). Exact types only: a subclass may have changed ``deserialize``.
     """
     kind = type(serde)
