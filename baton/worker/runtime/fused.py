@@ -76,7 +76,7 @@ class FusedAggregate:
     ) -> None:
         self._aggregate = aggregate
         self._partition = partition  # the task's: what the general path puts in the context
-        self.stopped = 0  # where the last run stopped, also when the dead-letter handler raised
+        self.stopped = 0  # where the last run stopped (see ``run``)
         self._ctx = ctx
         self._dead_letter = dead_letter
         self._deserialize_key = fast_deserializer(node.key_serde)
@@ -88,14 +88,14 @@ class FusedAggregate:
         store_serde = aggregate.store.spec.key_serde
         self._key_is_raw = type(store_serde) is type(node.key_serde) and round_trips(store_serde)
 
-    def run(self, messages: Sequence[Message], start: int, stop: int) -> int:
+    def run(self, messages: Sequence[Message], start: int, stop: int) -> None:
         """Fold ``messages[start:stop]`` up to the end of the run or a record this loop hands back.
 
-        Returns the index it stopped at: past the run (another partition or topic, a
-        consumer error, ``stop``), or at a record the general path must process. The caller
-        knows which by looking at that record, and keeps the task's positions; ``stopped``
-        says where the run got to when the dead-letter handler raised (the fail handler):
-        the records before that one stay processed.
+        ``stopped`` is the index it stopped at, also when the dead-letter handler raised (the
+        fail handler: the records before that one stay processed): past the run (another
+        partition or topic, a consumer error, ``stop``), or at a record the general path
+        must process. The caller knows which by looking at that record, and keeps the
+        task's positions.
 
         The per-record path of the most common topology: locals and inlined calls, written
         for CPython's speed (``TaskStore.put`` and ``AggregateProcessor.process`` say the
@@ -188,7 +188,6 @@ class FusedAggregate:
             self.stopped = i
             if i > start:  # where the general path leaves the context: at the last record processed
                 _set(ctx, done_offset, done_timestamp, done_origin if internal else (topic, own, done_offset))
-        return i
 
 
 def _set(ctx: RecordContext, offset: int, timestamp: int, origin: tuple[str, int, int]) -> None:

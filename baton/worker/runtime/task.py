@@ -200,11 +200,11 @@ class Task:
         assert topic is not None
         source = self._sources[topic]
         if source.fused is not None:
-            return self._process_fused(source.fused, messages, start, stop)
+            return self._process_fused(source, source.fused, messages, start, stop)
         return self._process_general(source, messages, start, stop)
 
     def _process_fused(
-        self, fused: FusedAggregate, messages: Sequence[Message], start: int, stop: int
+        self, source: _Source, fused: FusedAggregate, messages: Sequence[Message], start: int, stop: int
     ) -> int:
         """The fused loop, and the general path for each record it hands back (one that does not deserialize)."""
         first = messages[start]
@@ -221,7 +221,7 @@ class Task:
                     self.processed_since_commit += j - i
             if j >= stop or not _continues(messages[j], topic, partition):
                 return j  # the run ended
-            i = self._process_general(self._sources[topic], messages, j, j + 1)
+            i = self._process_general(source, messages, j, j + 1)
             if i >= stop or not _continues(messages[i], topic, partition):
                 return i
 
