@@ -120,6 +120,30 @@ def roles(worker: WorkerProcess) -> dict[str, set[int]]:
     return latest
 
 
+def settled(bootstrap: str, group: str, workers: dict[str, WorkerProcess]) -> dict[str, list[int]] | None:
+    """Who owns which partitions once the group has settled, else None.
+
+    Settled: the broker describes a stable group of exactly these members, every member's
+    latest roles are of one generation with no warmups, and each member owns exactly the
+    actives those roles give it (nothing held back for a follow-up rebalance). A stable
+    group alone is not enough: a cooperative move ends with a second rebalance, and the
+    group is stable for a moment in between.
+    """
+    members = describe(bootstrap, group, expect_members=len(workers))
+    if members is None:
+        return None
+    owned = owned_tasks(members)
+    generations = set()
+    for name, worker in workers.items():
+        latest = [x for x in worker.logs() if x.get("msg") == "assignment received"]
+        if not latest or _list(latest[-1].get("warmup")):
+            return None
+        generations.add(latest[-1].get("generation"))
+        if roles(worker)["active"] != set(owned.get(name, [])):
+            return None
+    return owned if len(generations) == 1 else None
+
+
 def _list(value: object) -> list[object]:
     return value if isinstance(value, list) else []
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from batondev.paths import CLICK_COUNTER
-from batondev.standbys import clicks, describe, hosted_standbys, owned_tasks
+from batondev.standbys import clicks, describe, hosted_standbys, owned_tasks, settled
 
 from baton.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
 
@@ -31,6 +31,29 @@ def _rebalance_lines(w: WorkerProcess) -> int:
         if str(x.get("msg", "")).startswith("rebalance:")
         or x.get("msg") in ("partitions lost", "assignment received")
     )
+
+
+def _assignment_story(workers: dict[str, WorkerProcess]) -> str:
+    """Every member's group events, all runs, for a failure message (a race is rarely rerun)."""
+    kept = (
+        "assignment received",
+        "partitions assigned",
+        "assignment computed",
+        "rebalance:",
+        "joining",
+        "(Re-)joining",
+        "Successfully joined",
+    )
+    lines = []
+    for name, w in workers.items():
+        for x in w.logs(current_run_only=False):
+            msg = str(x.get("msg", ""))
+            if msg.startswith(kept) or "follow-up" in msg or "probing" in msg:
+                rest = {
+                    k: v for k, v in x.items() if k not in ("ts", "level", "logger", "app", "member", "msg")
+                }
+                lines.append(f"{x.get('ts')} {name} {msg[:80]} {rest}")
+    return "\n".join(sorted(lines))
 
 
 def _assigned(w: WorkerProcess) -> list[int]:
@@ -84,10 +107,8 @@ def test_restart_within_the_session_timeout_moves_nothing(
     try:
         for w in workers.values():
             w.wait_ready(60)
-        members = wait_for(
-            "group unstable", lambda: describe(kafka_bootstrap, unique_name, expect_members=3), 60
-        )
-        owned = owned_tasks(members)
+        # settled, not merely stable: a restart must move nothing from where the group came to rest
+        owned = wait_for("group never settled", lambda: settled(kafka_bootstrap, unique_name, workers), 60)
         wait_for(
             "standbys not placed", lambda: sum(len(hosted_standbys(w)) for w in workers.values()) == 8, 60
         )
@@ -103,7 +124,7 @@ def test_restart_within_the_session_timeout_moves_nothing(
             assert victim.wait(30) == (-signal.SIGKILL if sig == signal.SIGKILL else 0)
             victim.start()
             victim.wait_ready(60)
-            assert _assigned(victim) == owned[name]  # its own partitions, back without a rebalance
+            assert _assigned(victim) == owned[name], _assignment_story(workers)  # its own, no rebalance
             assert victim.restored() == 0  # its stores are intact in its state dir: nothing to replay
             feed(3000 if name == "w1" else 6000, 3000)  # work flows through every member again
             wait_for("counts never matched after the restart", counts_match, 60, every=1)
