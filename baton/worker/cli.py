@@ -129,11 +129,18 @@ def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> N
         config = WorkerConfig(**given)
     except ValidationError as exc:
         raise click.UsageError(str(exc)) from exc
-    logs.setup(config.application_id, member=config.instance_id)
+    barrier = JoinBarrier.from_env(os.environ)  # a child of a supervisor: join with its siblings
+    # which of a pod's processes speaks: its instance id, or (dynamic members) its place in the pod
+    member = config.instance_id or (None if barrier is None else f"process-{barrier.index}")
+    logs.setup(config.application_id, member=member)
     built = load(config.topology)  # in a supervisor too: a broken topology fails once, here
     if config.processes > 1:
         from baton.worker.processes.supervisor import Supervisor
 
         sys.exit(Supervisor(config).run())
-    barrier = JoinBarrier.from_env(os.environ)  # a child of a supervisor: join with its siblings
-    sys.exit(Worker(config, built, before_join=None if barrier is None else barrier.before_join).run())
+    worker = (
+        Worker(config, built)
+        if barrier is None
+        else Worker(config, built, before_join=barrier.before_join, pod_processes=barrier.parties)
+    )
+    sys.exit(worker.run())

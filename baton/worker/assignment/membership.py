@@ -99,6 +99,7 @@ class GroupSettings:
     assignor: AssignorConfig
     probing_interval_ms: int
     endpoint: str = ""  # where this member's HTTP server answers interactive queries
+    pod_processes: int = 1  # the processes of this member's pod (processes/join.py), this one included
 
 
 # librdkafka names (BATON_KAFKA_CONFIG, -X) -> kafka-python names, for the settings membership needs
@@ -256,6 +257,8 @@ class Membership(threading.Thread):
         self._followups = 0  # follow-up rebalances in a row for actives still held back
         self._followup_generation = -1  # the generation whose assignment asked for the follow-up
         self._following_up: int | None = None  # set while a follow-up rejoin is pending (wire.Subscription)
+        self._roles_received = False  # any assignment yet (the pod check below is for the first only)
+        self._pod_mates_missing = False  # set by leader_assign, read by the assignment that follows it
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _connect(self) -> KafkaConsumer:
@@ -465,6 +468,7 @@ class Membership(threading.Thread):
         consumer._coordinator.request_rejoin()
 
     def subscription_metadata(self, topics: Collection[str]) -> ConsumerProtocolSubscription:
+        self._pod_mates_missing = False  # a new JoinGroup: what a leader saw last round is moot
         owned_tasks = set(tasks_for(sorted(self._owned), dict(self.settings.topic_to_sub)))
         try:
             offsets = dict(self._offsets())
@@ -537,6 +541,10 @@ class Membership(threading.Thread):
             for mid, r in reports.items()
         ]
         decided = assignor.assign(member_reports, tasks, stateful, s.assignor)
+        # See assignment_received: a pod whose processes passed the join barrier together but
+        # did not all make this generation (the coordinator closed it on the first JoinGroup).
+        mates = sum(1 for r in reports.values() if r.host == s.host)
+        self._pod_mates_missing = not self._roles_received and mates < s.pod_processes
         # cooperative staging: a task another member still runs is withheld from its new owner until released
         running = {t: mid for mid, r in sorted(reports.items()) for t in r.active}
         probe_after = s.probing_interval_ms if decided.probing else None
@@ -634,6 +642,21 @@ class Membership(threading.Thread):
         elif roles.followup and not donor:
             self._followups = 0
             self._followup_at = time.monotonic() + FIRST_FOLLOWUP_SECONDS
+        elif self._pod_mates_missing:
+            # This member's first generation, which it leads, lacks processes of its own pod
+            # that passed the join barrier with it: their JoinGroups reached the coordinator
+            # milliseconds after this one's, when a broker with no initial rebalance delay had
+            # already closed the generation. Those joins started the next rebalance, which this
+            # member would hear of at its next heartbeat (a second, with one process doing the
+            # pod's work and the other idle). A leader's JoinGroup always starts a rebalance, so
+            # it rejoins at once; a sibling that is not joining after all costs one rebalance,
+            # once per start.
+            log.info(
+                "rejoining at once: the pod's other processes are joining",
+                extra={"group": self.settings.group_id, "generation": generation},
+            )
+            self._followups = 0
+            self._followup_at = time.monotonic() + FIRST_FOLLOWUP_SECONDS
         elif roles.incomplete:
             # Any member's rejoin with new metadata starts a rebalance, and the leader's metadata
             # has long arrived by then; a member restarted into this stored assignment rejoins
@@ -642,6 +665,8 @@ class Membership(threading.Thread):
             self._followup_at = time.monotonic() + FOLLOWUP_SECONDS
         else:
             self._followup_at, self._followups = None, 0
+        self._pod_mates_missing = False
+        self._roles_received = True
 
     def partitions_revoked(self, revoked: Collection[KTopicPartition]) -> None:
         tps = sorted((tp.topic, tp.partition) for tp in revoked)

@@ -94,11 +94,13 @@ class Worker:
         topology: BuiltTopology,
         gate: SinkGate | None = None,
         before_join: Callable[[], None] | None = None,
+        pod_processes: int = 1,
     ) -> None:
         """``before_join``: run right before the group member's first JoinGroup (a supervisor's
-        child waits there for the pod's other processes)."""
+        child waits there for the pod's ``pod_processes`` processes)."""
         self.config = config
         self._before_join = before_join
+        self._pod_processes = pod_processes
         self.topology = topology
         self.gate: SinkGate = gate or OpenGate()
         self.bluegreen: BlueGreen | None = None  # set in run() when the worker has a color
@@ -165,6 +167,7 @@ class Worker:
             ),
             probing_interval_ms=c.probing_rebalance_interval_ms,
             endpoint=self.endpoint,
+            pod_processes=self._pod_processes,
         )
 
     def _warm_metadata(self) -> None:
