@@ -21,6 +21,10 @@ The ``cores`` column is how many cores were busy while the records were processe
 of the machine's), ``broker`` how many of them the local stack's broker used: on a
 two-core machine, what the worker processes did not get.
 
+With ``--processes 1,2`` the plain loop runs in two processes too, each reading half the
+partitions, started together: what this machine, broker included, gives two independent
+Python processes with no framework, beside Baton's two-process rows.
+
 ``--repeat N`` measures everything (the ceiling included) N times, in rounds, each round
 in another order, and each row shows the median records/s with the range; the ratios are
 those of the medians. This machine's speed drifts by a quarter from one minute to the next
@@ -30,15 +34,17 @@ those of the medians. This machine's speed drifts by a quarter from one minute t
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -56,6 +62,7 @@ CEILING = "plain loop (ceiling)"
 # 1 s fetch backoff that Baton's consumer shortens (baton/worker/runtime/clients.py)
 LIBRDKAFKA_FETCH = "plain loop, librdkafka fetch"
 CEILINGS = {CEILING: FETCH_DEFAULTS, LIBRDKAFKA_FETCH: {}}
+SPAWN_S = 5.0  # time for a spawned plain loop's start-up (imports, clients), before the loops start
 POLL_S = 0.25  # how often the worker's consumed-records counter is scraped
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "click_counter.py")
 
@@ -165,23 +172,81 @@ def _all_committed(bootstrap: str, group: str, topic: str) -> bool:
 
 
 def run_ceiling(
-    bootstrap: str, source: str, events: int, round_: int = 1, name: str = CEILING
+    bootstrap: str, source: str, events: int, round_: int = 1, name: str = CEILING, *, processes: int = 1
 ) -> dict[str, float | str]:
     """The plain loop: decode, count in a dict, produce the count. Same clock as Baton's rows.
 
     The ceiling's consumer fetches as Baton's does (``FETCH_DEFAULTS``); ``LIBRDKAFKA_FETCH``
     is the same loop on librdkafka's defaults, which cap what any consumer reads here.
+    With ``processes`` > 1 the loop runs in that many processes, each reading its share of
+    the partitions (a user's clicks are in one partition, so each counts its users whole):
+    what this machine gives that many independent Python processes with no framework at
+    all, the measure for Baton's ``--processes N`` rows.
     """
-    sink = f"{source}-counts-ceiling-{'baton' if name == CEILING else 'librdkafka'}-r{round_}"
+    suffix = f"-{processes}p" if processes > 1 else ""
+    sink = f"{source}-counts-ceiling-{'baton' if name == CEILING else 'librdkafka'}{suffix}-r{round_}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(sink, PARTITIONS, 1)])[sink].result(30)
+    broker = procs.running_pid(kafka.NAME)
+    shares = [list(range(PARTITIONS))[i::processes] for i in range(processes)]
+    started = time.monotonic()
+    start_at = 0.0 if processes == 1 else started + SPAWN_S
+    jobs = [_Share(bootstrap, source, sink, name, share, broker, start_at) for share in shares]
+    if processes == 1:
+        loops = [_plain_loop(jobs[0])]
+    else:  # spawned, not forked: each starts with no librdkafka handle or thread of this one's
+        with multiprocessing.get_context("spawn").Pool(processes) as pool:
+            loops = pool.map(_plain_loop, jobs)
+    done = sum(int(loop["done"]) for loop in loops)
+    first = min(loops, key=lambda loop: loop["first"])
+    last = max(loops, key=lambda loop: loop["last"])
+    # a run shorter than one poll is known only to that granularity
+    seconds = max(last["last"] - first["first"], POLL_S)
+    cpu = {k: v for k, v in first.items() if k.endswith("_first")}
+    cpu |= {k: v for k, v in last.items() if k.endswith("_last")}
+    if done != events:
+        sys.exit(f"{name}: read {done:,} clicks, not {events:,}")
+    return {
+        "guarantee": name,
+        "processes": processes,
+        "events": done,
+        "seconds": round(seconds, 2),
+        "records_per_second": round(done / seconds),
+        "end_to_end_seconds": round(last["last"] - started, 2),
+        "in_commit": 0.0,
+        **_cores(cpu, seconds),
+        "exit_code": 0,
+        "sink": sink,
+    }
+
+
+@dataclass(frozen=True)
+class _Share:
+    """What one plain loop reads and writes (picklable: a spawned process gets it whole)."""
+
+    bootstrap: str
+    source: str
+    sink: str
+    name: str
+    partitions: list[int]
+    broker: int | None
+    start_at: float  # CLOCK_MONOTONIC: the loops of one run start together, their start-ups done
+
+
+def _plain_loop(share: _Share) -> dict[str, float]:
+    """One plain loop over the share's partitions, from their start to their end offsets now.
+
+    CLOCK_MONOTONIC is one clock for every process of the machine, so the loops' times
+    compare; the machine's and the broker's CPU are sampled at the first record and the last.
+    """
+    bootstrap, source, sink, broker = share.bootstrap, share.source, share.sink, share.broker
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": f"ceiling-{uuid.uuid4().hex[:6]}",
+            "group.id": f"ceiling-{uuid.uuid4().hex[:6]}",  # never joins: the partitions are assigned
             "auto.offset.reset": "earliest",
-            "enable.auto.commit": True,
-            **CEILINGS[name],
+            "enable.auto.commit": False,
+            **CEILINGS[share.name],
         }
     )
     producer = Producer(
@@ -192,13 +257,13 @@ def run_ceiling(
             "partitioner": "murmur2_random",
         }
     )
-    consumer.subscribe([source])
+    events = sum(consumer.get_watermark_offsets(TopicPartition(source, p), 30)[1] for p in share.partitions)
+    consumer.assign([TopicPartition(source, p, OFFSET_BEGINNING) for p in share.partitions])
+    time.sleep(max(0.0, share.start_at - time.monotonic()))
     counts: dict[str, int] = {}
     done = 0
-    started = time.monotonic()
-    first = 0.0
+    first = last = 0.0
     cpu: dict[str, float] = {}
-    broker = procs.running_pid(kafka.NAME)
     loads, dumps, produce_one = orjson.loads, orjson.dumps, producer.produce
     try:
         while done < events:
@@ -226,19 +291,7 @@ def run_ceiling(
         cpu |= _cpu_sample("last", broker)
     finally:
         consumer.close()
-    seconds = max(last - first, POLL_S)  # a run shorter than one poll is known only to that granularity
-    return {
-        "guarantee": name,
-        "processes": 1,
-        "events": done,
-        "seconds": round(seconds, 2),
-        "records_per_second": round(done / seconds),
-        "end_to_end_seconds": round(last - started, 2),
-        "in_commit": 0.0,
-        **_cores(cpu, seconds),
-        "exit_code": 0,
-        "sink": sink,
-    }
+    return {"done": done, "first": first, "last": last, **cpu}
 
 
 def main() -> None:
@@ -262,6 +315,7 @@ def main() -> None:
     expected = load_user_clicks(args.bootstrap, source, args.events, args.users)
     print(f"produced {args.events:,} events in {time.monotonic() - t0:.1f}s")
     runs: list[tuple[str, int]] = [(CEILING, 1), (LIBRDKAFKA_FETCH, 1)]
+    runs += [(CEILING, n) for n in process_counts if n > 1]
     runs += [(g, n) for g in ("at_least_once", "exactly_once_v2") for n in process_counts]
     results: list[dict[str, float | str]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -269,7 +323,9 @@ def main() -> None:
             shift = (round_ - 1) % len(runs)
             for guarantee, processes in runs[shift:] + runs[:shift]:
                 if guarantee in CEILINGS:
-                    r = run_ceiling(args.bootstrap, source, args.events, round_, guarantee)
+                    r = run_ceiling(
+                        args.bootstrap, source, args.events, round_, guarantee, processes=processes
+                    )
                 else:
                     r = run_one(
                         args.bootstrap,
@@ -335,7 +391,9 @@ def summarize(
             "exit_code": max(int(r["exit_code"]) for r in mine),
         }
         rows.append(row)
-    ceiling = next(float(r["records_per_second"]) for r in rows if r["guarantee"] == CEILING)
+    ceiling = next(
+        float(r["records_per_second"]) for r in rows if r["guarantee"] == CEILING and r["processes"] == 1
+    )
     single = {str(r["guarantee"]): float(r["records_per_second"]) for r in rows if r["processes"] == 1}
     for r in rows:
         r["of_ceiling"] = round(float(r["records_per_second"]) / ceiling, 2)
