@@ -277,10 +277,6 @@ class TaskStore:
                 ctx.origin_offset,
             ) = saved
 
-    @property
-    def has_pending(self) -> bool:
-        return bool(self._pending)
-
     def begin_commit(self) -> None:
         """The commit is made of what was logged so far; later updates belong to the next one."""
         assert not self._committing, "a commit began before the one in flight finished"
