@@ -267,7 +267,7 @@ def test_a_process_that_misses_its_pods_first_generation_does_not_wait_for_a_hea
 
     Which way the race goes is the coordinator's doing, so the pod starts three times, with
     dynamic members under at-least-once: the first generation then closed alone in 4 of 12
-    starts (under exactly-once, or with static members, in none of 12). Whichever way, no
+    starts (under exactly-once in none of 16, with static members in none of 6). Whichever way, no
     process may wait for a heartbeat to get its first tasks. Without the rejoin, 2 of 3
     runs of this test failed.
     """
