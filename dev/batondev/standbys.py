@@ -116,7 +116,7 @@ def roles(worker: WorkerProcess) -> dict[str, set[int]]:
     latest: dict[str, set[int]] = {"active": set(), "standby": set(), "warmup": set()}
     for line in worker.logs():
         if line.get("msg") == "assignment received":
-            latest = {role: {int(str(t).split("_")[1]) for t in _list(line.get(role))} for role in latest}
+            latest = {role: {int(str(t).split("_")[1]) for t in as_list(line.get(role))} for role in latest}
     return latest
 
 
@@ -136,7 +136,7 @@ def settled(bootstrap: str, group: str, workers: dict[str, WorkerProcess]) -> di
     generations = set()
     for name, worker in workers.items():
         latest = [x for x in worker.logs() if x.get("msg") == "assignment received"]
-        if not latest or _list(latest[-1].get("warmup")):
+        if not latest or as_list(latest[-1].get("warmup")):
             return None
         generations.add(latest[-1].get("generation"))
         if roles(worker)["active"] != set(owned.get(name, [])):
@@ -144,7 +144,8 @@ def settled(bootstrap: str, group: str, workers: dict[str, WorkerProcess]) -> di
     return owned if len(generations) == 1 else None
 
 
-def _list(value: object) -> list[object]:
+def as_list(value: object) -> list[object]:
+    """A log field that should hold a list, as one (anything else reads as empty)."""
     return value if isinstance(value, list) else []
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 from batondev.paths import CLICK_COUNTER
-from batondev.standbys import describe, labelled_metric
+from batondev.standbys import as_list, describe, labelled_metric
 
 from baton.testing import WorkerProcess, produce, wait_for
 from tests.support.counts import assert_strictly_increasing, count_sequences
@@ -302,7 +302,7 @@ def test_a_process_that_misses_its_pods_first_generation_does_not_wait_for_a_hea
             alone = {
                 str(x["member"])
                 for x in before
-                if x.get("msg") == "assignment received" and len(_list(x.get("active"))) == 8
+                if x.get("msg") == "assignment received" and len(as_list(x.get("active"))) == 8
             }
             rejoined = {
                 str(x["member"])
@@ -321,7 +321,3 @@ def _first_tasks(pod: WorkerProcess) -> dict[str, str] | None:
         if x.get("msg") == "partitions assigned" and x.get("partitions"):
             firsts.setdefault(str(x["member"]), str(x["ts"]))
     return firsts if len(firsts) == 2 else None
-
-
-def _list(value: object) -> list[object]:
-    return value if isinstance(value, list) else []
