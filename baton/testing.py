@@ -86,9 +86,11 @@ class WorkerProcess:
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
+        self._known_ports: dict[str, list[int]] = {}  # logger -> ports it listens on, this run
 
     def start(self) -> WorkerProcess:
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._known_ports = {}
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         return self
@@ -129,21 +131,37 @@ class WorkerProcess:
     def port(self, timeout: float = 30.0) -> int:
         """The port of /metrics, /healthz, /readyz: the supervisor's when it runs several processes."""
         logger = "baton.worker.processes.supervisor" if self.processes > 1 else "baton.worker"
-        line = wait_for(
-            f"{self.log_path.name}: no http port",
-            lambda: next(
-                (x for x in self.logs() if x.get("msg") == "http listening" and x.get("logger") == logger),
-                None,
-            ),
-            timeout,
-        )
-        port = line["port"]
-        assert isinstance(port, int)
-        return port
+        return self._ports(logger, 1, timeout)[0]
 
-    def http(self, path: str) -> tuple[int, str]:
+    def process_ports(self, timeout: float = 30.0) -> list[int]:
+        """Each worker process's own port (the one process's, when there is no supervisor), as
+        first announced in this run: a process its supervisor restarts is not followed."""
+        return self._ports("baton.worker", self.processes, timeout)
+
+    def _ports(self, logger: str, count: int, timeout: float) -> list[int]:
+        """The ports ``logger`` said it listens on in this run, once it has said so ``count`` times.
+
+        Kept per run: a bench polls every quarter second, and reading a growing log each time
+        costs the machine the workers run on."""
+        if len(known := self._known_ports.get(logger, [])) >= count:
+            return known
+
+        def listening() -> list[int] | None:
+            ports = [
+                x["port"]
+                for x in self.logs()
+                if x.get("msg") == "http listening"
+                and x.get("logger") == logger
+                and isinstance(x["port"], int)
+            ]
+            return ports if len(ports) >= count else None
+
+        self._known_ports[logger] = wait_for(f"{self.log_path.name}: no http port", listening, timeout)
+        return self._known_ports[logger]
+
+    def http(self, path: str, port: int | None = None) -> tuple[int, str]:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port()}{path}", timeout=5) as resp:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port or self.port()}{path}", timeout=5) as resp:
                 return resp.status, resp.read().decode()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
@@ -163,13 +181,20 @@ class WorkerProcess:
                 total += value
         return total
 
-    def metric(self, name: str) -> float:
-        """Sum of a Prometheus metric's samples (all label sets)."""
-        _status, body = self.http("/metrics")
+    def metric(self, name: str, *, from_processes: bool = False) -> float:
+        """Sum of a Prometheus metric's samples (all label sets).
+
+        ``from_processes`` reads each worker process's own endpoint instead of the pod's one
+        (the supervisor's, which parses and merges all of theirs on every scrape): a bench
+        that polls several times a second then costs each process what it costs one
+        process alone, and the supervisor nothing."""
+        ports = self.process_ports() if from_processes else [self.port()]
         total = 0.0
-        for line in body.splitlines():
-            if line.startswith(name) and (line[len(name)] in " {"):
-                total += float(line.rsplit(" ", 1)[1])
+        for port in ports:
+            _status, body = self.http("/metrics", port)
+            for line in body.splitlines():
+                if line.startswith(name) and (line[len(name)] in " {"):
+                    total += float(line.rsplit(" ", 1)[1])
         return total
 
 

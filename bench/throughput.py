@@ -6,8 +6,10 @@ against the plain-Python ceiling measured in the same run.
     python bench/throughput.py --processes 1,2 --repeat 3   # three rounds; each row is the median
 
 The clock runs from the first processed record to the last (scraped from the worker's
-``baton_records_consumed_total``), so process start, group join and topic creation are
-excluded; the end-to-end time is reported too.
+``baton_records_consumed_total`` every quarter second), so process start, group join and
+topic creation are excluded; the end-to-end time is reported too. A pod of several
+processes is scraped at each process's own endpoint, not at the pod's merged one: the
+polling then costs each process what it costs one alone, and the supervisor nothing.
 
 **The ceiling** is what one Python process does with the same input and no framework: a
 confluent-kafka consumer loop that decodes each click (orjson), counts it in a dict and
@@ -100,7 +102,7 @@ def run_one(
 
         def progress() -> bool:
             nonlocal first, last
-            done = worker.metric("baton_records_consumed_total")
+            done = worker.metric("baton_records_consumed_total", from_processes=True)
             now = time.monotonic()
             when = "last" if first else "first"
             if done > 0 and not first:
