@@ -58,12 +58,15 @@ class WorkerProcess:
         extra_args: Iterable[str] = (),
         env: dict[str, str] | None = None,
         processes: int = 1,
+        prelude: str = "",
     ) -> None:
+        """``prelude``: Python run in the worker's interpreter before ``baton run`` starts, for a
+        test that must widen a window of the real code (a slower commit, say) to land in it."""
         self.processes = processes  # > 1: a supervisor, whose port serves all its processes
         self.args = [
             sys.executable,
             "-c",
-            _LAUNCH,
+            f"{prelude}\n{_LAUNCH}" if prelude else _LAUNCH,
             "run",
             str(topology),
             "--bootstrap-servers",

@@ -1,0 +1,152 @@
+"""A revocation, a lost assignment and a shutdown that come while a commit is in flight (real broker).
+
+Under exactly-once the periodic commit hands its broker part to a committer thread and the
+processing thread goes on (``runtime/commit.py``, "Pipelined exactly-once commits"). Every
+other commit must first finish that one: a revocation hands tasks to another member, a
+lost assignment drops uncommitted work, a shutdown closes the producer. On this machine a
+commit's broker part takes a few milliseconds, so a rebalance rarely lands inside one. Here
+each worker's committer sleeps before its real work (the ``PRELUDE`` below; the broker,
+the transactions and the group are real), so nearly every event does, and each worker
+logs which events found a commit in flight.
+
+What must hold: read with ``read_committed``, every user's counts strictly increase (no
+count is emitted twice or goes back) and end at the number of clicks sent.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from batondev.paths import CLICK_COUNTER
+
+from baton.testing import SteadyInput, WorkerProcess, read_all, wait_for
+
+pytestmark = pytest.mark.integration
+
+SESSION_MS = 6000
+IN_FLIGHT = "test: a commit was in flight"
+
+# Runs in each worker before ``baton run``. The committer thread sleeps twice: briefly before
+# it sends the offsets (a rebalance that completes then makes the group refuse them: the
+# commit fails and its work is redone), and half a second after, before the transaction's
+# records are flushed and it is committed (a revocation, loss or shutdown then finds it in
+# flight and must finish it first). The revocation, loss and shutdown paths log whether a
+# commit was in flight when they began. The real methods run unchanged after that.
+PRELUDE = f"""
+import logging, threading, time
+from baton.worker.runtime import commit as _commit, producer as _producer, worker as _worker
+
+_end = _commit.ExactlyOnce._end_transaction
+def _slow_end(self, producer, offsets, metadata):
+    time.sleep(0.1)
+    _end(self, producer, offsets, metadata)
+_commit.ExactlyOnce._end_transaction = _slow_end
+
+_flush = _producer.Output.flush
+def _slow_flush(self, *args, **kwargs):
+    if threading.current_thread().name.startswith("baton-commit"):
+        time.sleep(0.5)
+    return _flush(self, *args, **kwargs)
+_producer.Output.flush = _slow_flush
+
+def _noting(name):
+    real = getattr(_worker.Worker, name)
+    def noted(self, *args):
+        if self.guarantee.unsettled:
+            logging.getLogger("test").warning({IN_FLIGHT!r}, extra={{"during": name}})
+        return real(self, *args)
+    setattr(_worker.Worker, name, noted)
+for _name in ("_on_revoke", "_on_lost", "_shutdown"):
+    _noting(_name)
+"""
+
+
+def test_counts_stay_exact_when_rebalances_and_a_shutdown_meet_a_commit_in_flight(
+    kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+) -> None:
+    source = new_topic(4, name=f"{unique_name}-clicks")
+    sink = new_topic(4, name=f"{unique_name}-counts")
+    first, second = (
+        WorkerProcess(
+            CLICK_COUNTER,
+            bootstrap=kafka_bootstrap,
+            application_id=unique_name,
+            state_dir=tmp_path / name,
+            log_path=tmp_path / f"{name}.log",
+            env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
+            extra_args=["-X", f"consumer.session.timeout.ms={SESSION_MS}"],
+            prelude=PRELUDE,
+        )
+        for name in ("first", "second")
+    )
+
+    def failures() -> str:  # a worker that stopped on an error says which, instead of a bare timeout
+        return "\n".join(
+            f"{w.log_path.name}: {x.get('msg')}: {x.get('error')}"
+            for w in (first, second)
+            for x in w.logs()
+            if x.get("level") == "error"
+        )
+
+    def during(worker: WorkerProcess) -> list[str]:
+        return [str(x["during"]) for x in worker.logs(current_run_only=False) if x.get("msg") == IN_FLIGHT]
+
+    feed = SteadyInput(kafka_bootstrap, source, rate=400)
+    try:
+        with feed:
+            first.start().wait_ready(60)
+            wait_for(
+                "the first worker counted nothing",
+                lambda: first.metric("baton_records_consumed_total"),
+                60,
+                detail=failures,
+            )
+            second.start().wait_ready(60)  # the first hands half its tasks over: revocations
+            wait_for(
+                "the second worker never got a task",
+                lambda: second.metric("baton_records_consumed_total"),
+                60,
+                detail=failures,
+            )
+            # Frozen past the session timeout, the first loses its tasks to the second; woken,
+            # it finds them lost, with its commit still in flight, and rejoins.
+            first.kill(signal.SIGSTOP)
+            time.sleep(SESSION_MS / 1000 + 3)
+            first.kill(signal.SIGCONT)
+            wait_for(
+                "the first worker never found its tasks lost",
+                lambda: any(x.get("msg") == "partitions lost" for x in first.logs()),
+                60,
+                detail=failures,
+            )
+            time.sleep(3)
+            assert first.stop(30) == 0, "the first worker did not stop cleanly"
+            time.sleep(2)
+
+        def final() -> dict[str, list[int]] | None:
+            seq: dict[str, list[int]] = {}
+            for r in read_all(kafka_bootstrap, sink):
+                assert r.key is not None and r.value is not None
+                seq.setdefault(r.key.decode(), []).append(int(r.value))
+            return seq if {k: v[-1] for k, v in seq.items()} == dict(feed.sent) else None
+
+        sequences = wait_for("counts never became exact", final, 120, every=2, detail=failures)
+        for user, counts in sequences.items():
+            assert all(a < b for a, b in itertools.pairwise(counts)), (
+                f"{user} repeated or went backwards: {counts}"
+            )
+        seen = during(first) + during(second)
+        assert "_on_revoke" in seen, f"no revocation met a commit in flight: {seen}"
+        assert "_shutdown" in during(first), (
+            f"the first worker's shutdown met no commit in flight: {during(first)}"
+        )
+    finally:
+        for w in (first, second):
+            if w.alive:
+                w.kill(signal.SIGCONT)
+                w.stop(30)
