@@ -66,6 +66,12 @@ on processing. What makes that safe:
   commit.
 * Every commit that is not the loop's periodic one (a revocation, a flip's drain markers,
   shutdown) waits for its own end, as before.
+* The periodic commit never waits for the one before it. When it comes due with that one
+  still in flight, the loop goes on processing and commits at its first turn after that
+  one is done, as Flink starts no checkpoint while one is in progress. A worker with spare
+  CPU finishes a commit's broker part in a few milliseconds and keeps the interval; a
+  saturated one, where every commit used to wait a little for the previous one, commits
+  as often as the broker completes its commits (docs/benchmarks.md, fourteenth session).
 
 Under ``at_least_once`` there is no transaction: the producer is flushed (every
 changelog record acknowledged), then the RocksDB batches are written, then the input

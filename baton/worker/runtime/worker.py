@@ -404,10 +404,15 @@ class Worker:
             self._standby_step()
             if self.restorer.error is not None:
                 raise RuntimeError("restore failed") from self.restorer.error
-            now = time.monotonic()
-            if now >= next_commit:
-                self._commit(pipelined=True)
-                next_commit = time.monotonic() + interval
+            if time.monotonic() >= next_commit:
+                if self.guarantee.unsettled:
+                    self._settle()
+                # A periodic commit due while the one before still waits on the broker does not
+                # wait for it: the loop goes on processing and commits at its first turn after
+                # that one is done (commit.py, "Pipelined exactly-once commits").
+                if not self.guarantee.unsettled:
+                    self._commit(pipelined=True)
+                    next_commit = time.monotonic() + interval
             if self.output.hold is None:  # in flight, the committer thread serves the reports
                 self.output.producer.poll(0)
 
