@@ -21,7 +21,11 @@ whose 1 s backoff caps what a consumer reads (~120,000 small records/s here).
 
 The ``cores`` column is how many cores were busy while the records were processed (all
 of the machine's), ``broker`` how many of them the local stack's broker used: on a
-two-core machine, what the worker processes did not get.
+two-core machine, what the worker processes did not get. ``app`` is the cores the run's
+own processes used (a pod's supervisor and workers, or the plain loops), ``app µs/rec``
+their CPU per record; records/s is the one divided by the other, so a two-process row
+that falls short of twice one process says whether its processes got fewer cores or
+spent more on each record.
 
 With ``--processes 1,2`` the plain loop runs in two processes too, each reading half the
 partitions, started together: what this machine, broker included, gives two independent
@@ -95,8 +99,11 @@ def run_one(
     )
     started = time.monotonic()
     worker.start()
+    assert worker.proc is not None  # started: the pod's supervisor, or its one worker
+    pod = worker.proc.pid
     first = last = 0.0
-    cpu: dict[str, float] = {}  # CPU seconds of the broker and of the machine, at the first and last poll
+    cpu: dict[str, float] = {}  # CPU seconds of the broker, machine and pod at the first and last poll
+    tree: list[int] = []  # the pod's processes
     broker = procs.running_pid(kafka.NAME)
     try:
 
@@ -109,7 +116,8 @@ def run_one(
                 first = now
             last = now
             if done > 0:
-                cpu.update(_cpu_sample(when, broker))
+                tree[:] = tree or procs.process_tree(pod)  # all started by the first record
+                cpu.update(_cpu_sample(when, broker, sum(procs.cpu_seconds(pid) for pid in tree)))
             return done >= events
 
         wait_for(f"{guarantee}: did not finish", progress, 600, every=POLL_S)
@@ -137,26 +145,38 @@ def run_one(
         "in_commit": round(commit_seconds / (processes * (committed - started)), 4),
         # cores in use while the records were processed: the whole machine, and the broker's share
         # of them (what the worker processes did not get on this machine)
-        **_cores(cpu, seconds),
+        **_cores(cpu, seconds, events),
         "exit_code": code,
         "sink": sink,
     }
 
 
-def _cpu_sample(when: str, broker: int | None) -> dict[str, float]:
-    """CPU seconds used so far by the local stack's broker and by the whole machine."""
+def _cpu_sample(when: str, broker: int | None, app: float) -> dict[str, float]:
+    """CPU seconds used so far by the local stack's broker, the whole machine and the app's processes."""
     if broker is None:  # a broker that is not the local stack's: nothing to read
         return {}
-    return {f"broker_{when}": procs.cpu_seconds(broker), f"busy_{when}": procs.busy_seconds()}
+    return {
+        f"broker_{when}": procs.cpu_seconds(broker),
+        f"busy_{when}": procs.busy_seconds(),
+        f"app_{when}": app,
+    }
 
 
-def _cores(cpu: dict[str, float], seconds: float) -> dict[str, float]:
-    """Cores in use over the measured span: the machine's, and the broker's share of them."""
+def _cores(cpu: dict[str, float], seconds: float, events: int) -> dict[str, float]:
+    """Cores in use over the measured span (the machine's, the broker's, the app's) and the app's CPU per record.
+
+    A row's records/s is ``app_cores`` ÷ ``app_us_per_record``, so a second process's
+    ratio splits into the cores the app got and what a record cost it: whether a shortfall
+    is the machine's (cores the broker and the rest took) or the app's (a record cost more).
+    """
     if "broker_last" not in cpu or "broker_first" not in cpu:
         return {}
+    app = cpu["app_last"] - cpu["app_first"]
     return {
         "busy_cores": round((cpu["busy_last"] - cpu["busy_first"]) / seconds, 2),
         "broker_cores": round((cpu["broker_last"] - cpu["broker_first"]) / seconds, 2),
+        "app_cores": round(app / seconds, 2),
+        "app_us_per_record": round(app / events * 1e6, 2),
     }
 
 
@@ -206,6 +226,8 @@ def run_ceiling(
     seconds = max(last["last"] - first["first"], POLL_S)
     cpu = {k: v for k, v in first.items() if k.endswith("_first")}
     cpu |= {k: v for k, v in last.items() if k.endswith("_last")}
+    if cpu:  # each loop's own CPU over its own span, summed: the app's CPU
+        cpu |= {"app_first": 0.0, "app_last": sum(loop["app_last"] - loop["app_first"] for loop in loops)}
     if done != events:
         sys.exit(f"{name}: read {done:,} clicks, not {events:,}")
     return {
@@ -216,7 +238,7 @@ def run_ceiling(
         "records_per_second": round(done / seconds),
         "end_to_end_seconds": round(last["last"] - started, 2),
         "in_commit": 0.0,
-        **_cores(cpu, seconds),
+        **_cores(cpu, seconds, done),
         "exit_code": 0,
         "sink": sink,
     }
@@ -272,7 +294,7 @@ def _plain_loop(share: _Share) -> dict[str, float]:
             batch = consumer.consume(1000, 0.5)
             if batch and not first:
                 first = time.monotonic()
-                cpu = _cpu_sample("first", broker)
+                cpu = _cpu_sample("first", broker, procs.cpu_seconds(os.getpid()))
             for msg in batch:
                 value = msg.value()
                 if msg.error() is not None or value is None:
@@ -290,7 +312,7 @@ def _plain_loop(share: _Share) -> dict[str, float]:
             producer.poll(0)
         producer.flush(60)
         last = time.monotonic()
-        cpu |= _cpu_sample("last", broker)
+        cpu |= _cpu_sample("last", broker, procs.cpu_seconds(os.getpid()))
     finally:
         consumer.close()
     return {"done": done, "first": first, "last": last, **cpu}
@@ -347,15 +369,16 @@ def main() -> None:
     rows = summarize(results, runs)
     print(
         f"{'run':<30}{'procs':>6}{'events':>10}{'seconds':>10}{'records/s':>12}{'of ceiling':>12}"
-        f"{'of 1 proc':>11}{'end-to-end s':>14}{'in commit':>11}{'cores':>7}{'broker':>8}{'exact':>8}"
-        + (f"  {'runs (range)':<20}" if args.repeat > 1 else "")
+        f"{'of 1 proc':>11}{'end-to-end s':>14}{'in commit':>11}{'cores':>7}{'broker':>8}{'app':>6}"
+        f"{'app µs/rec':>12}{'exact':>8}" + (f"  {'runs (range)':<20}" if args.repeat > 1 else "")
     )
     for r in rows:
         print(
             f"{r['guarantee']:<30}{r['processes']:>6}{r['events']:>10,}{r['seconds']:>10}"
             f"{r['records_per_second']:>12,}{r['of_ceiling']:>12}{r['of_one_process']:>11}"
             f"{r['end_to_end_seconds']:>14}{r['in_commit']:>11.1%}{r.get('busy_cores', '-'):>7}"
-            f"{r.get('broker_cores', '-'):>8}{'yes' if r['exact'] else 'NO':>8}"
+            f"{r.get('broker_cores', '-'):>8}{r.get('app_cores', '-'):>6}{r.get('app_us_per_record', '-'):>12}"
+            f"{'yes' if r['exact'] else 'NO':>8}"
             + (
                 f"  {r['runs']} ({r['min_records_per_second']:,}-{r['max_records_per_second']:,})"
                 if args.repeat > 1

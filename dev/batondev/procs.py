@@ -72,6 +72,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
+def process_tree(pid: int) -> list[int]:
+    """A process and its living descendants: a pod's supervisor and its workers.
+
+    Listed once per run, not per CPU sample: a listing reads every process's ``stat``.
+    """
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):  # gone between the listing and the read
+                ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo += children.get(current, [])
+    return tree
+
+
 def busy_seconds() -> float:
     """CPU time all cores have spent on anything but idling and waiting, since boot."""
     user, nice, system, _idle, _iowait, irq, softirq, steal = map(

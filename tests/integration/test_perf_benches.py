@@ -73,6 +73,14 @@ def test_throughput_bench_counts_exactly_against_the_ceiling(kafka_bootstrap: st
     ceiling = runs[("plain loop (ceiling)", 1)]
     assert ceiling["busy_cores"] > 0 and ceiling["broker_cores"] >= 0, ceiling
     assert "cores" in proc.stdout and "broker" in proc.stdout
+    # the app's own CPU: each plain loop's process, summed; a pod's whole process tree. The
+    # loops sample at their first record and after their last flush, so they spent some;
+    # a worker's run may fit in one poll of its counter, and then shows none
+    assert all(
+        r["app_cores"] > 0 and r["app_us_per_record"] > 0 for r in runs.values() if "loop" in r["guarantee"]
+    )
+    assert all(r["app_us_per_record"] >= 0 for r in runs.values()), runs
+    assert "app µs/rec" in proc.stdout
 
 
 def test_profile_bench_charges_every_sample_to_a_stage(kafka_bootstrap: str, tmp_path: Path) -> None:

@@ -65,3 +65,23 @@ def test_cpu_time_counts_a_busy_child_and_the_machine() -> None:
         assert procs.busy_seconds() - busy_before >= 0.3
     finally:
         child.communicate(b"\n", timeout=10)
+
+
+def test_a_process_tree_holds_its_busy_grandchild() -> None:
+    """bench/throughput.py's app columns: a pod's supervisor spends little, its workers the rest."""
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ninput()"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {spin!r}])"],
+        stdin=subprocess.PIPE,
+    )
+    try:
+        tree: list[int] = []
+        for _ in range(200):  # until the grandchild's loop is done: it then waits on stdin
+            tree = procs.process_tree(parent.pid)
+            if len(tree) == 2 and procs.cpu_seconds(tree[1]) >= 0.3:
+                break
+            time.sleep(0.05)
+        assert tree[0] == parent.pid and len(tree) == 2, tree
+        assert 0.3 <= procs.cpu_seconds(tree[1]) < 1.0  # the grandchild's own time
+    finally:
+        parent.communicate(b"\n", timeout=10)
