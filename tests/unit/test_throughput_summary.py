@@ -54,3 +54,19 @@ def test_rows_are_median_runs_and_ratios_are_of_the_medians(throughput: ModuleTy
     assert two["of_one_process"] == 1.7 and two["of_ceiling"] == 1.7
     assert not two["exact"]  # one wrong run makes the row wrong, even if the median run was exact
     assert one["exact"] and "round" not in one
+
+
+def test_cores_split_a_rate_into_the_apps_cores_and_its_cpu_per_record(throughput: ModuleType) -> None:
+    """records/s = app cores ÷ app CPU per record: the two factors of a two-process ratio."""
+    cpu = {
+        "busy_first": 100.0,
+        "busy_last": 119.0,  # 19 CPU-seconds of the machine over 10 s
+        "broker_first": 50.0,
+        "broker_last": 52.0,
+        "app_first": 7.0,
+        "app_last": 23.0,  # 16 CPU-seconds of the app's processes
+    }
+    cores = throughput._cores(cpu, 10.0, 4_000_000)
+    assert cores == {"busy_cores": 1.9, "broker_cores": 0.2, "app_cores": 1.6, "app_us_per_record": 4.0}
+    assert cores["app_cores"] / cores["app_us_per_record"] * 1e6 == 4_000_000 / 10.0
+    assert throughput._cores({}, 10.0, 4_000_000) == {}  # a broker not the local stack's: nothing read
