@@ -143,8 +143,8 @@ def run_one(
         # the processing threads' time spent committing (the cache flush, then waiting on the broker),
         # as a share of the run: where a second process's scaling goes under exactly-once
         "in_commit": round(commit_seconds / (processes * (committed - started)), 4),
-        # cores in use while the records were processed: the whole machine, and the broker's share
-        # of them (what the worker processes did not get on this machine)
+        # cores in use while the records were processed: the whole machine, the broker's share of
+        # them (what the worker processes did not get on this machine) and the pod's own
         **_cores(cpu, seconds, events),
         "exit_code": code,
         "sink": sink,

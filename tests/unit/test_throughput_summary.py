@@ -68,5 +68,5 @@ def test_cores_split_a_rate_into_the_apps_cores_and_its_cpu_per_record(throughpu
     }
     cores = throughput._cores(cpu, 10.0, 4_000_000)
     assert cores == {"busy_cores": 1.9, "broker_cores": 0.2, "app_cores": 1.6, "app_us_per_record": 4.0}
-    assert cores["app_cores"] / cores["app_us_per_record"] * 1e6 == 4_000_000 / 10.0
+    assert cores["app_cores"] / cores["app_us_per_record"] * 1e6 == pytest.approx(4_000_000 / 10.0)
     assert throughput._cores({}, 10.0, 4_000_000) == {}  # a broker not the local stack's: nothing read
