@@ -259,6 +259,9 @@ class Membership(threading.Thread):
         self._following_up: int | None = None  # set while a follow-up rejoin is pending (wire.Subscription)
         self._roles_received = False  # any assignment yet (the pod check below is for the first only)
         self._pod_mates_missing = False  # set by leader_assign, read by the assignment that follows it
+        # (generation, member id) of the assignment the owned partitions are held under: see
+        # assignment_received and group_metadata. One tuple, read by the processing thread.
+        self._held: tuple[int, str] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _connect(self) -> KafkaConsumer:
@@ -388,6 +391,12 @@ class Membership(threading.Thread):
         if consumer is None:
             return librdkafka_group_metadata(self.settings.group_id, -1, "", self.settings.instance_id)
         meta = consumer.group_metadata()
+        held = self._held
+        if held is not None and held[1] != str(meta.member_id or ""):
+            # A new membership has begun (this member was removed and joined again) and its
+            # assignment has not arrived: the tasks here were held under the old one, which
+            # their commit must name, for the broker to refuse it. The new identity would pass.
+            return librdkafka_group_metadata(self.settings.group_id, held[0], held[1], meta.group_instance_id)
         return librdkafka_group_metadata(
             self.settings.group_id, int(meta.generation_id), str(meta.member_id or ""), meta.group_instance_id
         )
@@ -605,7 +614,12 @@ class Membership(threading.Thread):
             roles = Roles()
         self._roles = roles
         owned = frozenset((tp.topic, tp.partition) for tp in assignment.partitions())
+        lost = self._lost_with_membership(generation)
         self.events.put(RolesChanged(generation, roles, owned))
+        regained = sorted(owned & set(lost))
+        if regained:  # kafka-python counts them as kept, so it reports them as assigned to no one
+            self._owned.update(regained)
+            self.events.put(Assigned(regained))
         held_back = roles.active - set(tasks_for(sorted(owned), dict(self.settings.topic_to_sub)))
         # Actives withheld until their current owner releases them arrive one rebalance later.
         # Their owner rejoins once it has released them, but the other members only hear of
@@ -667,6 +681,36 @@ class Membership(threading.Thread):
             self._followup_at, self._followups = None, 0
         self._pod_mates_missing = False
         self._roles_received = True
+
+    def _lost_with_membership(self, generation: int) -> list[TP]:
+        """The partitions held under a membership that has ended: lost, whatever comes next.
+
+        A member removed by the coordinator in the middle of a rebalance (its SyncGroup
+        refused with UNKNOWN_MEMBER_ID: it stalled past its session timeout between JoinGroup
+        and SyncGroup) joins again under a new member id. kafka-python has already run its
+        pre-rebalance step for that rebalance, so it never calls ``on_partitions_lost``: it
+        counts the partitions it held as its own, reports them revoked or keeps them. Another
+        member owned them meanwhile, processed and committed; this one's tasks, kept or
+        committed at revocation under the new identity (which the broker accepts), would
+        emit counts already emitted. Java's consumer loses them on any rejoin from a reset
+        generation. The member id names the membership: one that changed under held
+        partitions means they were lost.
+        """
+        member = self._member_id()
+        previous, self._held = self._held, (generation, member)
+        if not self._owned or previous is None or previous[1] == member:
+            return []
+        lost = sorted(self._owned)
+        log.warning(
+            "membership ended with partitions held; they are lost",
+            extra={"group": self.settings.group_id, "generation": generation, "partitions": lost},
+        )
+        self.partitions_lost([KTopicPartition(t, p) for t, p in lost])
+        return lost
+
+    def _member_id(self) -> str:
+        consumer = self._consumer
+        return "" if consumer is None else str(consumer.group_metadata().member_id or "")
 
     def partitions_revoked(self, revoked: Collection[KTopicPartition]) -> None:
         tps = sorted((tp.topic, tp.partition) for tp in revoked)
