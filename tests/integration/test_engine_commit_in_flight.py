@@ -19,7 +19,6 @@ it; now the loop goes on processing and commits after).
 
 from __future__ import annotations
 
-import itertools
 import signal
 import time
 from collections.abc import Callable
@@ -28,7 +27,8 @@ from pathlib import Path
 import pytest
 from batondev.paths import CLICK_COUNTER
 
-from baton.testing import SteadyInput, WorkerProcess, read_all, wait_for
+from baton.testing import SteadyInput, WorkerProcess, wait_for
+from tests.support.counts import assert_strictly_increasing, sequences_if_exact
 
 pytestmark = pytest.mark.integration
 
@@ -133,18 +133,14 @@ def test_counts_stay_exact_when_rebalances_and_a_shutdown_meet_a_commit_in_fligh
             assert first.stop(30) == 0, "the first worker did not stop cleanly"
             time.sleep(2)
 
-        def final() -> dict[str, list[int]] | None:
-            seq: dict[str, list[int]] = {}
-            for r in read_all(kafka_bootstrap, sink):
-                assert r.key is not None and r.value is not None
-                seq.setdefault(r.key.decode(), []).append(int(r.value))
-            return seq if {k: v[-1] for k, v in seq.items()} == dict(feed.sent) else None
-
-        sequences = wait_for("counts never became exact", final, 120, every=2, detail=failures)
-        for user, counts in sequences.items():
-            assert all(a < b for a, b in itertools.pairwise(counts)), (
-                f"{user} repeated or went backwards: {counts}"
-            )
+        sequences = wait_for(
+            "counts never became exact",
+            lambda: sequences_if_exact(kafka_bootstrap, sink, feed.sent),
+            120,
+            every=2,
+            detail=failures,
+        )
+        assert_strictly_increasing(sequences)
         seen = during(first) + during(second)
         assert "_on_revoke" in seen, f"no revocation met a commit in flight: {seen}"
         assert "_shutdown" in during(first), (

@@ -18,7 +18,6 @@ every user's counts strictly increase and end at the number of clicks sent.
 
 from __future__ import annotations
 
-import itertools
 import signal
 import time
 from collections.abc import Callable
@@ -27,7 +26,8 @@ from pathlib import Path
 import pytest
 from batondev.paths import CLICK_COUNTER
 
-from baton.testing import SteadyInput, WorkerProcess, read_all, wait_for
+from baton.testing import SteadyInput, WorkerProcess, wait_for
+from tests.support.counts import assert_strictly_increasing, sequences_if_exact
 
 pytestmark = pytest.mark.integration
 
@@ -112,18 +112,14 @@ def test_a_member_removed_mid_rebalance_loses_its_tasks_and_counts_stay_exact(
             assert first.stop(30) == 0, "the first worker did not stop cleanly"
             time.sleep(2)
 
-        def final() -> dict[str, list[int]] | None:
-            seq: dict[str, list[int]] = {}
-            for r in read_all(kafka_bootstrap, sink):
-                assert r.key is not None and r.value is not None
-                seq.setdefault(r.key.decode(), []).append(int(r.value))
-            return seq if {k: v[-1] for k, v in seq.items()} == dict(feed.sent) else None
-
-        sequences = wait_for("counts never became exact", final, 120, every=2, detail=errors)
-        for user, counts in sequences.items():
-            assert all(a < b for a, b in itertools.pairwise(counts)), (
-                f"{user} repeated or went backwards: {counts}"
-            )
+        sequences = wait_for(
+            "counts never became exact",
+            lambda: sequences_if_exact(kafka_bootstrap, sink, feed.sent),
+            120,
+            every=2,
+            detail=errors,
+        )
+        assert_strictly_increasing(sequences)
     finally:
         for w in (first, second):
             if w.alive:

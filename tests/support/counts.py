@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 
 from baton.testing import read_all
 
@@ -14,6 +15,12 @@ def count_sequences(bootstrap: str, sink: str) -> dict[str, list[int]]:
         assert r.key is not None and r.value is not None
         seq.setdefault(r.key.decode(), []).append(int(r.value))
     return seq
+
+
+def sequences_if_exact(bootstrap: str, sink: str, sent: Mapping[str, int]) -> dict[str, list[int]] | None:
+    """Each key's counts, once every key's last count is the number of its records sent; else None."""
+    seq = count_sequences(bootstrap, sink)
+    return seq if {k: v[-1] for k, v in seq.items()} == dict(sent) else None
 
 
 def assert_strictly_increasing(sequences: dict[str, list[int]]) -> None:
