@@ -25,9 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from batondev.paths import CLICK_COUNTER
 
 from baton.testing import SteadyInput, WorkerProcess, wait_for
+from tests.support.click_counters import logged_errors, two_click_counters
 from tests.support.counts import assert_strictly_increasing, sequences_if_exact
 
 pytestmark = pytest.mark.integration
@@ -76,27 +76,18 @@ def test_counts_stay_exact_when_rebalances_and_a_shutdown_meet_a_commit_in_fligh
 ) -> None:
     source = new_topic(4, name=f"{unique_name}-clicks")
     sink = new_topic(4, name=f"{unique_name}-counts")
-    first, second = (
-        WorkerProcess(
-            CLICK_COUNTER,
-            bootstrap=kafka_bootstrap,
-            application_id=unique_name,
-            state_dir=tmp_path / name,
-            log_path=tmp_path / f"{name}.log",
-            env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
-            extra_args=["-X", f"consumer.session.timeout.ms={SESSION_MS}"],
-            prelude=PRELUDE,
-        )
-        for name in ("first", "second")
+    first, second = two_click_counters(
+        kafka_bootstrap,
+        unique_name,
+        source,
+        sink,
+        tmp_path,
+        session_ms=SESSION_MS,
+        preludes=(PRELUDE, PRELUDE),
     )
 
     def failures() -> str:  # a worker that stopped on an error says which, instead of a bare timeout
-        return "\n".join(
-            f"{w.log_path.name}: {x.get('msg')}: {x.get('error')}"
-            for w in (first, second)
-            for x in w.logs()
-            if x.get("level") == "error"
-        )
+        return logged_errors((first, second))
 
     def during(worker: WorkerProcess) -> list[str]:
         return [str(x["during"]) for x in worker.logs(current_run_only=False) if x.get("msg") == IN_FLIGHT]

@@ -24,9 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from batondev.paths import CLICK_COUNTER
 
-from baton.testing import SteadyInput, WorkerProcess, wait_for
+from baton.testing import SteadyInput, wait_for
+from tests.support.click_counters import logged_errors, two_click_counters
 from tests.support.counts import assert_strictly_increasing, sequences_if_exact
 
 pytestmark = pytest.mark.integration
@@ -59,27 +59,18 @@ def test_a_member_removed_mid_rebalance_loses_its_tasks_and_counts_stay_exact(
     source = new_topic(4, name=f"{unique_name}-clicks")
     sink = new_topic(4, name=f"{unique_name}-counts")
     flag = tmp_path / "stall-next-join"
-    first, second = (
-        WorkerProcess(
-            CLICK_COUNTER,
-            bootstrap=kafka_bootstrap,
-            application_id=unique_name,
-            state_dir=tmp_path / name,
-            log_path=tmp_path / f"{name}.log",
-            env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
-            extra_args=["-X", f"consumer.session.timeout.ms={SESSION_MS}"],
-            prelude=_prelude(flag) if name == "first" else "",
-        )
-        for name in ("first", "second")
+    first, second = two_click_counters(
+        kafka_bootstrap,
+        unique_name,
+        source,
+        sink,
+        tmp_path,
+        session_ms=SESSION_MS,
+        preludes=(_prelude(flag), ""),
     )
 
     def errors() -> str:
-        return "\n".join(
-            f"{w.log_path.name}: {x.get('msg')}: {x.get('error')}"
-            for w in (first, second)
-            for x in w.logs()
-            if x.get("level") == "error"
-        )
+        return logged_errors((first, second))
 
     feed = SteadyInput(kafka_bootstrap, source, rate=400)
     try:
