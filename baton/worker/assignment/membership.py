@@ -78,6 +78,7 @@ class RolesChanged:
     generation: int
     roles: Roles
     owned: frozenset[TP] = frozenset()  # the partitions this assignment leaves the member (Assigned follows)
+    member: str = ""  # the member id it came under: the processing thread hands it back (Membership.applied)
 
 
 Event = Assigned | Revoked | Lost | RolesChanged
@@ -259,8 +260,8 @@ class Membership(threading.Thread):
         self._following_up: int | None = None  # set while a follow-up rejoin is pending (wire.Subscription)
         self._roles_received = False  # any assignment yet (the pod check below is for the first only)
         self._pod_mates_missing = False  # set by leader_assign, read by the assignment that follows it
-        # (generation, member id) of the assignment the owned partitions are held under: see
-        # assignment_received and group_metadata. One tuple, read by the processing thread.
+        # (generation, member id) of the last assignment the processing thread applied: its tasks
+        # are held under it (see applied, group_metadata, _lost_with_membership). One tuple.
         self._held: tuple[int, str] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -478,7 +479,11 @@ class Membership(threading.Thread):
 
     def subscription_metadata(self, topics: Collection[str]) -> ConsumerProtocolSubscription:
         self._pod_mates_missing = False  # a new JoinGroup: what a leader saw last round is moot
-        owned_tasks = set(tasks_for(sorted(self._owned), dict(self.settings.topic_to_sub)))
+        # A member joining again under a new member id claims nothing: what it held was lost with
+        # its old membership (``_lost_with_membership``), and another member may own it now. A
+        # stale claim made the leader hand those partitions back while their owner still held them.
+        owned = self._owned if self._membership_continues() else set()
+        owned_tasks = set(tasks_for(sorted(owned), dict(self.settings.topic_to_sub)))
         try:
             offsets = dict(self._offsets())
         except Exception:  # never fail a join over the report: no state reported is safe
@@ -496,7 +501,7 @@ class Membership(threading.Thread):
             followup_of=self._following_up,
         )
         by_topic: dict[str, list[int]] = {}
-        for topic, partition in sorted(self._owned):
+        for topic, partition in sorted(owned):
             by_topic.setdefault(topic, []).append(partition)
         sub_tp = ConsumerProtocolSubscription.TopicPartition
         return ConsumerProtocolSubscription(
@@ -615,7 +620,7 @@ class Membership(threading.Thread):
         self._roles = roles
         owned = frozenset((tp.topic, tp.partition) for tp in assignment.partitions())
         lost = self._lost_with_membership(generation)
-        self.events.put(RolesChanged(generation, roles, owned))
+        self.events.put(RolesChanged(generation, roles, owned, self._member_id()))
         regained = sorted(owned & set(lost))
         if regained:  # kafka-python counts them as kept, so it reports them as assigned to no one
             self._owned.update(regained)
@@ -696,9 +701,7 @@ class Membership(threading.Thread):
         generation. The member id names the membership: one that changed under held
         partitions means they were lost.
         """
-        member = self._member_id()
-        previous, self._held = self._held, (generation, member)
-        if not self._owned or previous is None or previous[1] == member:
+        if not self._owned or self._membership_continues():
             return []
         lost = sorted(self._owned)
         log.warning(
@@ -707,6 +710,18 @@ class Membership(threading.Thread):
         )
         self.partitions_lost([KTopicPartition(t, p) for t, p in lost])
         return lost
+
+    def applied(self, event: RolesChanged) -> None:
+        """The processing thread has applied ``event`` (and every loss before it): its tasks are
+        held under that assignment's identity from now on. Set here, not when the assignment
+        arrives: until then the tasks of an ended membership may still be open, and a commit
+        of theirs must name the old identity, for the broker to refuse it."""
+        self._held = (event.generation, event.member)
+
+    def _membership_continues(self) -> bool:
+        """Whether this member is still in the membership its held partitions came under."""
+        held = self._held
+        return held is None or held[1] == self._member_id()
 
     def _member_id(self) -> str:
         consumer = self._consumer

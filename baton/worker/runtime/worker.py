@@ -532,6 +532,7 @@ class Worker:
         self._placement_dirty = True
         self._assignment_version += 1  # a flip in preparation must report for this generation
         self._generation = event.generation
+        self.membership.applied(event)
         log.info(
             "assignment received",
             extra={
