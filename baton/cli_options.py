@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import click
+from pydantic import ValidationError
+
+# WorkerConfig field -> the flag that sets it, for errors a person reads
+_FLAG_OF = {"topology": "TOPOLOGY"}
 
 
 def key_values(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
@@ -14,3 +18,16 @@ def key_values(_ctx: click.Context, _param: click.Parameter, values: tuple[str, 
             raise click.BadParameter(f"expected key=value, got {item!r}")
         out[key.strip()] = value.strip()
     return out
+
+
+def readable_errors(exc: ValidationError) -> str:
+    """pydantic's errors as one line each, naming the flag: ``--application-id: required``."""
+    lines = []
+    for err in exc.errors():
+        field = ".".join(str(part) for part in err["loc"])
+        flag = _FLAG_OF.get(field, "--" + field.replace("_", "-")) if field else ""
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "missing":
+            msg = "required (set the flag or its BATON_* variable)"
+        lines.append(f"{flag}: {msg}" if flag else msg)
+    return "; ".join(lines)

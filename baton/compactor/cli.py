@@ -14,11 +14,15 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 
 from baton.cli_options import key_values
+from baton.clients import preflight
+from baton.clients.options import kafka_options, settings_from_options
+from baton.clients.settings import COMPACTOR_CLIENTS
 from baton.compactor.job import REPORT_DIR
 from baton.worker.config import env_var
 
@@ -70,18 +74,11 @@ from baton.worker.config import env_var
     metavar="KEY=VALUE",
     help="Spark setting (repeatable), e.g. spark.driver.memory=4g.",
 )
-@click.option(
-    "-X",
-    "--kafka-config",
-    "kafka_config",
-    multiple=True,
-    callback=key_values,
-    help="Kafka client setting key=value (repeatable), e.g. security.protocol=SASL_SSL.",
-)
+@kafka_options
 @click.option(
     "--kafka-config-json",
     envvar="BATON_KAFKA_CONFIG",
-    help="Kafka client settings as a JSON object (the workers' BATON_KAFKA_CONFIG); -X wins.",
+    help="Kafka client settings as a JSON object (the workers' BATON_KAFKA_CONFIG); the file and -X win.",
 )
 @click.option("--fail-on-findings", is_flag=True, help="Exit with 3 when the audit has findings.")
 @click.option(
@@ -103,6 +100,7 @@ def compact(
     master: str | None,
     spark_conf: dict[str, str],
     kafka_config: dict[str, str],
+    kafka_config_file: Path | None,
     kafka_config_json: str | None,
     fail_on_findings: bool,
     streamapp: str | None,
@@ -115,7 +113,15 @@ def compact(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     target = _streamapp(streamapp)
-    kafka_config = {**{k: str(v) for k, v in json.loads(kafka_config_json or "{}").items()}, **kafka_config}
+    from_json = {k: str(v) for k, v in json.loads(kafka_config_json or "{}").items()}
+    settings = settings_from_options(
+        bootstrap_servers, kafka_config_file, kafka_config, COMPACTOR_CLIENTS, from_json
+    )
+    kafka_config = dict(settings.properties)
+    try:
+        preflight.check(settings)
+    except preflight.KafkaUnreachable as exc:
+        raise click.ClickException(str(exc)) from None
     ids = [i for item in application_ids for i in item.split(",") if i]  # the env var is comma-separated
     try:
         s3 = S3Settings(s3_endpoint, s3_region)

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
 
 from baton import group_offsets
+from baton.clients.settings import COMPACTOR_CLIENTS, KafkaSettings
 
 CHANGELOG_SUFFIX = "-changelog"
 
@@ -50,8 +51,8 @@ def store_of(application_id: str, topic: str) -> str | None:
 
 class KafkaView:
     def __init__(self, bootstrap: str, extra: dict[str, Any] | None = None) -> None:
-        self.base = {"bootstrap.servers": bootstrap, **(extra or {})}
-        self.admin = AdminClient(self.base)
+        self.settings = KafkaSettings.of(bootstrap, extra or {}, clients=COMPACTOR_CLIENTS)
+        self.admin = AdminClient(self.settings.librdkafka("admin"))
 
     def changelogs(self, application_id: str) -> list[Changelog]:
         """Every changelog topic of one application id (one color), found by name."""
@@ -100,7 +101,7 @@ class KafkaView:
     def _consumer(self, group: str | None = None) -> Consumer:
         return Consumer(
             {
-                **self.base,
+                **self.settings.librdkafka("consumer"),
                 "group.id": group or f"baton-compact-{uuid.uuid4().hex}",
                 "isolation.level": "read_committed",
                 "enable.auto.commit": False,

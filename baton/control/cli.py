@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 import orjson
+
+from baton.clients import preflight
+from baton.clients.options import kafka_options, settings_from_options
+from baton.clients.settings import CLI_CLIENTS
 
 from .coordinator import flip as run_flip
 from .messages import tp_str
@@ -26,8 +31,15 @@ from .messages import tp_str
     help="Abort unless every worker of both colors reported within this time",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON")
-def flip(
-    application_id: str, to: str, bootstrap_servers: str, deadline_seconds: float, as_json: bool
+@kafka_options
+def flip(  # noqa: PLR0917 (click passes every option by name)
+    application_id: str,
+    to: str,
+    bootstrap_servers: str,
+    deadline_seconds: float,
+    as_json: bool,
+    kafka_config_file: Path | None,
+    kafka_config: dict[str, str],
 ) -> None:
     """Make TO the active color of APPLICATION_ID (the base applicationId, without -blue/-green).
 
@@ -36,7 +48,18 @@ def flip(
     or was refused (the previous flip's old active has not emitted everything below its cut
     yet: flip again once it has).
     """
-    result = run_flip(bootstrap_servers, application_id, to, deadline_s=deadline_seconds)  # type: ignore[arg-type]
+    settings = settings_from_options(bootstrap_servers, kafka_config_file, kafka_config, CLI_CLIENTS)
+    try:
+        preflight.check(settings)
+    except preflight.KafkaUnreachable as exc:
+        raise click.ClickException(str(exc)) from None
+    result = run_flip(
+        bootstrap_servers,
+        application_id,
+        to,  # type: ignore[arg-type]
+        deadline_s=deadline_seconds,
+        extra=settings.common(),
+    )
     if as_json:
         click.echo(
             orjson.dumps(

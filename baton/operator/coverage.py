@@ -21,7 +21,8 @@ from typing import Any
 import orjson
 from kafka.admin import KafkaAdminClient
 
-from baton.worker.assignment.membership import kafka_python_config
+from baton.clients.kafka_python import kafka_python_config
+from baton.clients.settings import OPERATOR_CLIENTS, KafkaSettings
 from baton.worker.assignment.model import StandbyCoverage
 from baton.worker.assignment.wire import BadUserData, Roles
 
@@ -52,10 +53,12 @@ def coverage_from(description: Mapping[str, Any]) -> StandbyCoverage | None:
 
 def read_coverages(client_config: Mapping[str, str], groups: list[str]) -> dict[str, StandbyCoverage]:
     """Describe ``groups`` (one client, one request per coordinator); the ones with a coverage."""
-    config = kafka_python_config(client_config)
-    admin = KafkaAdminClient(
-        bootstrap_servers=client_config["bootstrap.servers"], **config, request_timeout_ms=TIMEOUT_MS
-    )
+    settings = KafkaSettings.of(client_config["bootstrap.servers"], client_config, clients=OPERATOR_CLIENTS)
+    config = kafka_python_config(settings)
+    config.pop("max_poll_interval_ms", None)  # group timings are a member's, not an admin's
+    config.pop("session_timeout_ms", None)
+    config.pop("heartbeat_interval_ms", None)
+    admin = KafkaAdminClient(**config, request_timeout_ms=TIMEOUT_MS)
     try:
         described = admin.describe_groups(groups)
     finally:

@@ -12,9 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import click
+from confluent_kafka import KafkaException
 from pydantic import ValidationError
 
-from baton.cli_options import key_values
+from baton.cli_options import readable_errors
+from baton.clients import preflight
+from baton.clients.authorization import authorization_error, missing_permission
+from baton.clients.options import kafka_options
 from baton.worker.config import ErrorHandler, ProcessingGuarantee, StoreKind, WorkerConfig
 from baton.worker.processes.join import JoinBarrier
 
@@ -106,14 +110,7 @@ from baton.worker.processes.join import JoinBarrier
     envvar="BATON_HOST",
     help="The pod this process runs in (standbys avoid their active's host); default: the instance id.",
 )
-@click.option(
-    "-X",
-    "--kafka-config",
-    "kafka_config",
-    multiple=True,
-    callback=key_values,
-    help="Extra librdkafka setting key=value (repeatable); prefix consumer./producer. to target one.",
-)
+@kafka_options
 def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> None:
     """Run a worker for TOPOLOGY (PATH_OR_MODULE[:ATTR], default attribute `topology`)."""
     from baton.worker import logs
@@ -128,11 +125,15 @@ def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> N
     try:
         config = WorkerConfig(**given)
     except ValidationError as exc:
-        raise click.UsageError(str(exc)) from exc
+        raise click.UsageError(readable_errors(exc)) from exc
     barrier = JoinBarrier.from_env(os.environ)  # a child of a supervisor: join with its siblings
     # which of a pod's processes speaks: its instance id, or (dynamic members) its place in the pod
     member = config.instance_id or (None if barrier is None else f"process-{barrier.index}")
     logs.setup(config.application_id, member=member)
+    try:  # one line for a broker that cannot be reached or refuses us, not pages of librdkafka's
+        preflight.check(config.kafka_settings())
+    except preflight.KafkaUnreachable as exc:
+        raise click.ClickException(str(exc)) from None
     built = load(config.topology)  # in a supervisor too: a broken topology fails once, here
     if config.processes > 1:
         from baton.worker.processes.supervisor import Supervisor
@@ -143,4 +144,11 @@ def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> N
         if barrier is None
         else Worker(config, built, before_join=barrier.before_join, pod_processes=barrier.parties)
     )
-    sys.exit(worker.run())
+    try:
+        code = worker.run()
+    except KafkaException as exc:  # while starting: say a missing ACL as the grant to add
+        err = authorization_error(exc)
+        if err is None:
+            raise
+        raise click.ClickException(missing_permission(err, config.application_id)) from None
+    sys.exit(code)

@@ -10,9 +10,11 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from baton.clients.properties import read_properties
+from baton.clients.settings import WORKER_CLIENTS, KafkaSettings
 from baton.worker.state.snapshot_uri import S3Settings, readable
 
 
@@ -136,8 +138,28 @@ class WorkerConfig(BaseSettings):
     )
     snapshot_s3_region: str | None = Field(default=None, description="Region of an s3a:// snapshot store")
     kafka_config: dict[str, str] = Field(
-        default_factory=dict, description="Extra librdkafka settings (JSON in BATON_KAFKA_CONFIG)"
+        default_factory=dict,
+        description="librdkafka settings for every Kafka client (JSON in BATON_KAFKA_CONFIG); they win "
+        "over the file's",
     )
+    kafka_config_file: Path | None = Field(
+        default=None,
+        description="A properties file of librdkafka settings (key=value lines, as a client.properties): "
+        "security.protocol, ssl.*, sasl.*, and tuning",
+    )
+
+    @model_validator(mode="after")
+    def _kafka_settings(self) -> WorkerConfig:
+        self.kafka_settings()  # refuses, naming the setting and the client, before anything starts
+        return self
+
+    def kafka_settings(self) -> KafkaSettings:
+        """The one set of Kafka client settings: the file, then ``kafka_config`` over it."""
+        layers: list[dict[str, str]] = []
+        if self.kafka_config_file is not None:
+            layers.append(read_properties(self.kafka_config_file))
+        layers.append(self.kafka_config)
+        return KafkaSettings.of(self.bootstrap_servers, *layers, clients=WORKER_CLIENTS)
 
     @field_validator("snapshot_store")
     @classmethod

@@ -2,8 +2,22 @@
 
 The jars are resolved by Maven from a tiny generated pom (``mvn dependency:copy-dependencies``)
 into ``~/.cache/baton/kafka-<version>/libs``, with Log4j 2 as the logging backend so the
-broker log is readable. The broker listens on 127.0.0.1 only: a PLAINTEXT listener for
-tests and a SASL_PLAINTEXT listener with SCRAM-SHA-512 for the credential tests.
+broker log is readable. The broker listens on 127.0.0.1 only, and enforces what each
+listener claims:
+
+| listener | port | security |
+|---|---|---|
+| PLAINTEXT | ``ports.KAFKA`` | none: the principal is ANONYMOUS, a super user (most tests) |
+| SCRAM | ``ports.KAFKA_SCRAM`` | SASL_PLAINTEXT, SCRAM-SHA-512 |
+| MTLS | ``ports.KAFKA_MTLS`` | SSL with client certificates required; principal = the certificate's CN |
+| SASL_SSL | ``ports.KAFKA_SASL_SSL`` | SASL_SSL, SCRAM-SHA-512 |
+| OAUTH | ``ports.KAFKA_OAUTH`` | SASL_SSL, OAUTHBEARER: JWTs from the stack's Keycloak (``oidc.py``), principal = ``azp`` |
+
+Certificates come from the stack's CA (``tls.py``). ``StandardAuthorizer`` with
+``allow.everyone.if.no.acl.found=false``: every principal but ANONYMOUS needs ACLs. The stack
+grants everything to its own principals (``baton`` over SCRAM, ``baton-client`` by
+certificate, ``clicks-oauth`` by token); tests make principals of their own and grant them
+exactly what they test.
 """
 
 from __future__ import annotations
@@ -13,7 +27,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from . import maven, paths, ports, procs, versions
+from . import maven, oidc, paths, ports, procs, tls, versions
 from .requirements import need, run
 
 NAME = "kafka"
@@ -75,13 +89,14 @@ def install() -> Path:
     return libs
 
 
-def _java_cmd(main_class: str, *args: str) -> list[str]:
+def _java_cmd(main_class: str, *args: str, props: tuple[str, ...] = ()) -> list[str]:
     return [
         need("java"),
         "-Xms256m",
         "-Xmx1g",
         "-XX:+UseG1GC",
         "-Djava.awt.headless=true",
+        *props,
         f"-Dlog4j2.configurationFile={home() / 'log4j2.properties'}",
         "-cp",
         str(home() / "libs" / "*"),
@@ -98,21 +113,83 @@ def scram_bootstrap() -> str:
     return f"127.0.0.1:{ports.KAFKA_SCRAM}"
 
 
+def mtls_bootstrap() -> str:
+    return f"127.0.0.1:{ports.KAFKA_MTLS}"
+
+
+def sasl_ssl_bootstrap() -> str:
+    return f"127.0.0.1:{ports.KAFKA_SASL_SSL}"
+
+
+def oauth_bootstrap() -> str:
+    return f"127.0.0.1:{ports.KAFKA_OAUTH}"
+
+
+# The principals the stack grants everything (tests of ACLs make their own).
+STACK_PRINCIPALS = (f"User:{SCRAM_USER}", f"User:{tls.STACK_CLIENT}", f"User:{oidc.STACK_CLIENT}")
+
+
+def _listeners() -> dict[str, tuple[int, str]]:
+    return {
+        "PLAINTEXT": (ports.KAFKA, "PLAINTEXT"),
+        "SCRAM": (ports.KAFKA_SCRAM, "SASL_PLAINTEXT"),
+        "MTLS": (ports.KAFKA_MTLS, "SSL"),
+        "SASL_SSL": (ports.KAFKA_SASL_SSL, "SASL_SSL"),
+        "OAUTH": (ports.KAFKA_OAUTH, "SASL_SSL"),
+    }
+
+
+def _security_properties() -> list[str]:
+    scram_jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    oauth_jaas = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+    return [
+        # TLS: one keystore and truststore for the three TLS listeners
+        "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={tls.broker_pem()}",
+        "ssl.truststore.type=PEM",
+        f"ssl.truststore.location={tls.ca_file()}",
+        "listener.name.mtls.ssl.client.auth=required",
+        # "CN=app,OU=...,O=..." -> "app", as Strimzi maps a KafkaUser's certificate
+        "ssl.principal.mapping.rules=RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
+        # SASL: SCRAM on two listeners, OAUTHBEARER on one
+        "sasl.enabled.mechanisms=SCRAM-SHA-512",
+        "listener.name.scram.sasl.enabled.mechanisms=SCRAM-SHA-512",
+        f"listener.name.scram.scram-sha-512.sasl.jaas.config={scram_jaas}",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512",
+        f"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={scram_jaas}",
+        "listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER",
+        f"listener.name.oauth.oauthbearer.sasl.jaas.config={oauth_jaas}",
+        "listener.name.oauth.oauthbearer.sasl.server.callback.handler.class="
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        f"sasl.oauthbearer.jwks.endpoint.url={oidc.jwks_endpoint()}",
+        f"sasl.oauthbearer.expected.issuer={oidc.issuer()}",
+        f"sasl.oauthbearer.expected.audience={oidc.AUDIENCE}",
+        "sasl.oauthbearer.sub.claim.name=azp",
+        # ACLs, deny by default; ANONYMOUS (PLAINTEXT and the controller) is a super user
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found=false",
+        "super.users=User:ANONYMOUS",
+    ]
+
+
 def _server_properties(data: Path) -> str:
     return "\n".join(
         [
             "process.roles=broker,controller",
             "node.id=1",
             f"controller.quorum.bootstrap.servers=127.0.0.1:{ports.KAFKA_CONTROLLER}",
-            f"listeners=PLAINTEXT://127.0.0.1:{ports.KAFKA},CONTROLLER://127.0.0.1:{ports.KAFKA_CONTROLLER},"
-            f"SCRAM://127.0.0.1:{ports.KAFKA_SCRAM}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{ports.KAFKA},SCRAM://127.0.0.1:{ports.KAFKA_SCRAM}",
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SCRAM:SASL_PLAINTEXT",
+            "listeners="
+            + ",".join(
+                [f"CONTROLLER://127.0.0.1:{ports.KAFKA_CONTROLLER}"]
+                + [f"{name}://127.0.0.1:{port}" for name, (port, _) in _listeners().items()]
+            ),
+            "advertised.listeners="
+            + ",".join(f"{name}://127.0.0.1:{port}" for name, (port, _) in _listeners().items()),
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,"
+            + ",".join(f"{name}:{protocol}" for name, (_, protocol) in _listeners().items()),
             "controller.listener.names=CONTROLLER",
             "inter.broker.listener.name=PLAINTEXT",
-            "sasl.enabled.mechanisms=SCRAM-SHA-512",
-            "listener.name.scram.scram-sha-512.sasl.jaas.config="
-            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            *_security_properties(),
             f"log.dirs={data}",
             "num.partitions=1",
             "auto.create.topics.enable=false",
@@ -154,11 +231,13 @@ def up(timeout: float = 120, *, fresh: bool = False) -> None:
         procs.wait_started(NAME, _ready_fast, timeout)
         return
     install()
-    procs.ensure_ports_free(NAME, [ports.KAFKA, ports.KAFKA_CONTROLLER, ports.KAFKA_SCRAM])
+    procs.ensure_ports_free(NAME, [ports.KAFKA_CONTROLLER, *(port for port, _ in _listeners().values())])
     run_dir = paths.RUN / NAME
     data = run_dir / "data"
     if fresh:
         shutil.rmtree(data, ignore_errors=True)
+    tls.ensure(fresh=fresh or not (data / "meta.properties").exists())
+    oidc.up()  # the OAUTH listener validates tokens against its keys
     run_dir.mkdir(parents=True, exist_ok=True)
     props = run_dir / "server.properties"
     props.write_text(_server_properties(data))
@@ -179,8 +258,48 @@ def up(timeout: float = 120, *, fresh: bool = False) -> None:
             )
         )
     env = dict(os.environ)
-    procs.start(NAME, _java_cmd("kafka.Kafka", str(props)), env=env)
+    # Kafka fetches only allow-listed OAuth URLs (CVE-2025-27817)
+    allowed = f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={oidc.jwks_endpoint()}"
+    procs.start(NAME, _java_cmd("kafka.Kafka", str(props), props=(allowed,)), env=env)
     procs.wait_started(NAME, _ready_fast, timeout)
+    _grant_stack_principals()
+
+
+def _grant_stack_principals() -> None:
+    """SCRAM credentials for ``baton`` and every right for the stack's own principals (idempotent)."""
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap(), "log_level": 0})
+    upsert = UserScramCredentialUpsertion(
+        SCRAM_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), SCRAM_PASSWORD.encode()
+    )
+    for fut in admin.alter_user_scram_credentials([upsert]).values():
+        fut.result(30)
+    resources = [
+        (ResourceType.TOPIC, "*"),
+        (ResourceType.GROUP, "*"),
+        (ResourceType.TRANSACTIONAL_ID, "*"),
+        (ResourceType.BROKER, "kafka-cluster"),  # librdkafka names the cluster resource BROKER,
+    ]
+    bindings = [
+        AclBinding(
+            kind, name, ResourcePatternType.LITERAL, principal, "*", AclOperation.ALL, AclPermissionType.ALLOW
+        )
+        for principal in STACK_PRINCIPALS
+        for kind, name in resources
+    ]
+    for fut in admin.create_acls(bindings).values():
+        fut.result(30)
 
 
 def _cluster_id() -> str:
@@ -196,4 +315,5 @@ def _cluster_id() -> str:
 
 
 def down() -> bool:
-    return procs.stop(NAME, timeout=30)
+    stopped = procs.stop(NAME, timeout=30)
+    return oidc.down() or stopped

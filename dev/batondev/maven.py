@@ -58,3 +58,31 @@ def copy_dependencies(pom: str, dest: Path, log_name: str) -> None:
         shutil.rmtree(dest, ignore_errors=True)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(out, dest)
+
+
+def copy_artifact(coordinates: str, dest: Path, log_name: str) -> Path:
+    """Resolve one artifact (``group:artifact:version[:packaging]``) and copy it into ``dest``."""
+    need("java")
+    need("mvn")
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="baton-mvn-") as tmpd:
+        work = Path(tmpd)
+        (work / "empty").mkdir()
+        (work / "settings.xml").write_text(
+            SETTINGS.format(local=paths.CACHE / "m2", empty=(work / "empty").as_uri())
+        )
+        run(
+            [
+                "mvn",
+                "-B",
+                "-q",
+                "-s",
+                str(work / "settings.xml"),
+                "dependency:copy",
+                f"-Dartifact={coordinates}",
+                f"-DoutputDirectory={dest}",
+            ],
+            log=str(paths.CACHE / log_name),
+            cwd=str(work),
+        )
+    return dest

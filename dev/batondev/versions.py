@@ -10,3 +10,6 @@ SCALA = "2.13"
 # MinIO publishes no semver tags, so the module proxy serves commits as pseudo-versions;
 # this is the newest commit of its main branch when Baton pinned it.
 MINIO = "v0.0.0-20260212201848-7aac2a2c5b7c"
+# The OIDC server behind the broker's OAUTHBEARER listener: Keycloak's distribution zip,
+# from Maven Central (the identity provider Strimzi documents for Kafka's OAuth).
+KEYCLOAK = "26.4.7"

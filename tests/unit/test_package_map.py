@@ -29,6 +29,7 @@ CLIENTS = (
 )
 # Modules that are pure logic by design: unit-tested without a server, never doing I/O.
 PURE = (
+    "baton.clients.settings",
     "baton.worker.topology",
     "baton.worker.naming",
     "baton.worker.assignment.assignor",
@@ -51,6 +52,10 @@ PURE = (
 )
 # (importer prefix, imported prefix, why not)
 FORBIDDEN = [
+    *(
+        ("baton.clients", other, "client settings are shared by every part; they import none of them")
+        for other in ("baton.worker", "baton.operator", "baton.compactor", "baton.control", "baton.testing")
+    ),
     ("baton.worker", "baton.operator", "the worker image does not ship the operator"),
     ("baton.worker", "baton.compactor", "the worker does not run Spark"),
     ("baton.control", "baton.worker", "the flip protocol is shared by worker and operator"),

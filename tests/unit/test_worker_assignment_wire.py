@@ -8,7 +8,7 @@ import sys
 import pytest
 from confluent_kafka import Consumer
 
-from baton.worker.assignment.membership import kafka_python_config, lags_from
+from baton.worker.assignment.membership import lags_from
 from baton.worker.assignment.model import UNKNOWN_LAG, StandbyCoverage
 from baton.worker.assignment.wire import (
     RUNNING,
@@ -78,28 +78,6 @@ def test_group_metadata_carries_generation_and_member() -> None:
     assert (
         int.from_bytes(data[7:11], sys.byteorder) == 7
     )  # librdkafka copies the int32 as the machine holds it
-
-
-def test_librdkafka_settings_map_to_the_membership_client() -> None:
-    conf = kafka_python_config(
-        {
-            "security.protocol": "sasl_plaintext",
-            "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.username": "u",
-            "sasl.password": "p",
-            "consumer.session.timeout.ms": "6000",
-            "producer.linger.ms": "5",
-            "producer.session.timeout.ms": "1",
-            "fetch.min.bytes": "1",
-        }
-    )
-    assert conf == {
-        "security_protocol": "SASL_PLAINTEXT",
-        "sasl_mechanism": "SCRAM-SHA-512",
-        "sasl_plain_username": "u",
-        "sasl_plain_password": "p",
-        "session_timeout_ms": 6000,
-    }
 
 
 def test_lags_from_offset_sums_and_changelog_ends() -> None:

@@ -103,37 +103,6 @@ class GroupSettings:
     pod_processes: int = 1  # the processes of this member's pod (processes/join.py), this one included
 
 
-# librdkafka names (BATON_KAFKA_CONFIG, -X) -> kafka-python names, for the settings membership needs
-_KAFKA_PYTHON_NAMES = {
-    "security.protocol": "security_protocol",
-    "sasl.mechanism": "sasl_mechanism",
-    "sasl.mechanisms": "sasl_mechanism",
-    "sasl.username": "sasl_plain_username",
-    "sasl.password": "sasl_plain_password",
-    "ssl.ca.location": "ssl_cafile",
-    "ssl.certificate.location": "ssl_certfile",
-    "ssl.key.location": "ssl_keyfile",
-    "ssl.key.password": "ssl_password",
-    "session.timeout.ms": "session_timeout_ms",
-    "heartbeat.interval.ms": "heartbeat_interval_ms",
-    "max.poll.interval.ms": "max_poll_interval_ms",
-}
-_INTS = {"session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms"}
-
-
-def kafka_python_config(librdkafka: Mapping[str, str]) -> dict[str, Any]:
-    """The membership client's settings from the worker's librdkafka settings (pure)."""
-    out: dict[str, Any] = {}
-    for key, value in librdkafka.items():
-        name = _KAFKA_PYTHON_NAMES.get(key.removeprefix("consumer."))
-        if name is None or key.startswith("producer."):
-            continue
-        out[name] = int(value) if name in _INTS else value
-    if "security_protocol" in out:
-        out["security_protocol"] = str(out["security_protocol"]).upper()
-    return out
-
-
 def lags_from(
     reports: Mapping[str, Subscription],
     ends: Mapping[TP, int] | None,

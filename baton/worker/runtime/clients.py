@@ -1,17 +1,22 @@
 """The settings of the worker's Kafka clients, derived from its config alone.
 
-Four clients read the same ``--kafka key=value`` settings: the data consumer, the producer,
-the group member (kafka-python, ``assignment/membership.py``) and the control-topic follower
-(``bluegreen.py``). ``consumer.``/``producer.`` prefixes route a setting to one of them, and
-consumer-only settings never reach a producer (librdkafka warns about each one).
+Every client reads the one set of settings (``--kafka-config-file``, ``-X``), checked at
+start-up by :mod:`baton.clients.settings`: the data consumer, the producer, the admin
+client, the group member (kafka-python, ``assignment/membership.py``), the restore and
+standby consumers and the control-topic clients (``bluegreen.py``). ``consumer.``/
+``producer.`` prefixes route a tuning setting to one of them, and consumer-only settings
+never reach a producer (librdkafka warns about each one). Connection settings (TLS, SASL,
+OAuth) reach every client.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 from typing import Any
 
-from baton.worker.assignment.membership import kafka_python_config
+from baton.clients.kafka_python import kafka_python_config
+from baton.clients.settings import KafkaSettings
 from baton.worker.config import ProcessingGuarantee, WorkerConfig
 
 # librdkafka postpones a partition's next fetch by ``fetch.queue.backoff.ms`` (default 1 s)
@@ -24,20 +29,11 @@ from baton.worker.config import ProcessingGuarantee, WorkerConfig
 # standby consumers derive from these settings too.
 FETCH_DEFAULTS: dict[str, Any] = {"fetch.queue.backoff.ms": 100}
 
-HEARTBEAT_MS = 1000  # the group member's heartbeat (see ClientSettings.membership)
+# librdkafka's own log lines go through Python logging (JSON, with the app's fields) instead
+# of raw "%3|..." lines on stderr; confluent-kafka hands each to this logger.
+LIBRDKAFKA_LOG = logging.getLogger("baton.librdkafka")
 
-CONSUMER_ONLY = frozenset(
-    {
-        "session.timeout.ms",
-        "heartbeat.interval.ms",
-        "max.poll.interval.ms",
-        "fetch.min.bytes",
-        "fetch.wait.max.ms",
-        "auto.offset.reset",
-        "group.protocol",
-        *FETCH_DEFAULTS,
-    }
-)
+HEARTBEAT_MS = 1000  # the group member's heartbeat (see ClientSettings.membership)
 
 
 @dataclass(frozen=True)
@@ -46,6 +42,10 @@ class ClientSettings:
 
     config: WorkerConfig
     ident: str
+    kafka: KafkaSettings = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kafka", self.config.kafka_settings())
 
     @property
     def app(self) -> str:
@@ -55,31 +55,31 @@ class ClientSettings:
     def eos(self) -> bool:
         return self.config.processing_guarantee is ProcessingGuarantee.EXACTLY_ONCE_V2
 
+    @property
+    def client_id(self) -> str:
+        return f"{self.app}-{self.ident}"
+
     def base(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.config.bootstrap_servers, "client.id": f"{self.app}-{self.ident}"}
+        """An admin client's settings: the connection's, and the user's that an admin takes."""
+        return {"client.id": self.client_id, "logger": LIBRDKAFKA_LOG, **self.kafka.librdkafka("admin")}
 
     def consumer(self) -> dict[str, Any]:
-        conf: dict[str, Any] = {
-            **self.base(),
+        return {
+            "client.id": self.client_id,
+            "logger": LIBRDKAFKA_LOG,
             "group.id": self.app,  # committed offsets are read for it; it never joins (membership.py does)
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed" if self.eos else "read_uncommitted",
             **FETCH_DEFAULTS,
+            **self.kafka.librdkafka("consumer"),
         }
-        conf.update(
-            {
-                k.removeprefix("consumer."): v
-                for k, v in self.config.kafka_config.items()
-                if not k.startswith("producer.")
-            }
-        )
-        return conf
 
     def producer(self) -> dict[str, Any]:
         conf: dict[str, Any] = {
-            **self.base(),
+            "client.id": self.client_id,
+            "logger": LIBRDKAFKA_LOG,
             "partitioner": "murmur2_random",  # the Java client's partitioner: co-partitioning with JVM apps
             "linger.ms": 5,
             "enable.idempotence": True,
@@ -88,13 +88,7 @@ class ClientSettings:
             conf["transactional.id"] = f"{self.app}-{self.ident}"
             # Kafka Streams' EOS default: a dead owner blocks 10 s at most
             conf["transaction.timeout.ms"] = 10000
-        conf.update(
-            {
-                k.removeprefix("producer."): v
-                for k, v in self.config.kafka_config.items()
-                if not k.startswith("consumer.") and k not in CONSUMER_ONLY
-            }
-        )
+        conf.update(self.kafka.librdkafka("producer"))
         return conf
 
     def membership(self) -> dict[str, Any]:
@@ -107,16 +101,11 @@ class ClientSettings:
         held all the tasks (bench/throughput.py --processes 2). A user's setting wins.
         """
         return {
-            "bootstrap_servers": self.config.bootstrap_servers.split(","),
-            "client_id": f"{self.app}-{self.ident}",
+            "client_id": self.client_id,
             "heartbeat_interval_ms": HEARTBEAT_MS,
-            **kafka_python_config(self.config.kafka_config),
+            **kafka_python_config(self.kafka),
         }
 
     def shared(self) -> dict[str, Any]:
-        """Settings for a client that both reads and writes (the control-topic follower)."""
-        return {
-            k: v
-            for k, v in self.config.kafka_config.items()
-            if not k.startswith(("consumer.", "producer.")) and k not in CONSUMER_ONLY
-        }
+        """Settings for the control-topic clients beside the bootstrap (each reads and writes)."""
+        return self.kafka.common()

@@ -38,6 +38,7 @@ from types import FrameType
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from baton.clients.authorization import authorization_error, missing_permission
 from baton.control.messages import Color
 from baton.worker.assignment.membership import (
     Assigned,
@@ -289,7 +290,13 @@ class Worker:
             self._loop()
         except BaseException as exc:
             self._failed = exc
-            log.error("worker failed", exc_info=not isinstance(exc, RecordFailed), extra={"error": str(exc)})
+            refused = authorization_error(exc)
+            if refused is not None:  # a missing ACL: the grant to add, not a traceback
+                log.error("worker failed", extra={"error": missing_permission(refused, self.app)})
+            else:
+                log.error(
+                    "worker failed", exc_info=not isinstance(exc, RecordFailed), extra={"error": str(exc)}
+                )
             code = 1
         finally:
             self._shutdown()
