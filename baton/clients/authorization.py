@@ -37,7 +37,7 @@ def missing_permission(err: KafkaError, application_id: str) -> str:
     if what == "transactional id":
         need = f"Write and Describe on TransactionalId prefix '{application_id}-' (exactly-once producers)"
     elif what == "group":
-        need = f"Read and Describe on Group '{application_id}'"
+        need = f"Read and Describe on Group prefix '{application_id}'"
     elif what == "topic":
         need = (
             "Read/Describe on the input topics, Write/Describe/DescribeConfigs on the output topics, and "

@@ -57,7 +57,10 @@ class ControlReader:
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
-                "group.id": f"baton-control-reader-{uuid.uuid4().hex}",  # never committed: assign() only
+                # never committed (assign() only), but librdkafka finds its coordinator, which
+                # under ACLs needs Describe on the group: named under the app's own prefix,
+                # which the app's principal holds (docs/security.md)
+                "group.id": f"{topic}-reader-{uuid.uuid4().hex}",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
                 "enable.partition.eof": True,

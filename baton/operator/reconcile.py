@@ -13,9 +13,12 @@ pure parts they call live in ``builders/``, ``deploy.py`` and ``status.py``.
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,7 +27,7 @@ from baton import __version__
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
 from baton.control.messages import Color
 from baton.operator import coverage, deploy, drift, flips, rolling, topics
-from baton.operator.builders import desired_objects
+from baton.operator.builders import desired_objects, kafka_access
 from baton.operator.builders.common import selector_string
 from baton.operator.builders.desired import ColorRun, color_runs
 from baton.operator.builders.statefulset import spec_hash
@@ -77,22 +80,36 @@ def _observe(kube: Kube, app: StreamApp) -> dict[Color, dict[str, Any] | None]:
 
 def _kafka_admin(state: OperatorState, app: StreamApp) -> tuple[Any, dict[str, Any], str | None]:
     """An AdminClient for the app's cluster and its config, or (None, {}, why not)."""
-    secret_ref = app.spec.kafka.secret_ref
-    secret = None
-    if secret_ref is not None and app.spec.kafka.security_protocol != "PLAINTEXT":
-        secret = state.kube.secret_data(secret_ref.name, app.namespace)
-        if secret is None:
-            return (
-                None,
-                {},
-                (
-                    f"the operator cannot read Secret {secret_ref.name}; "
-                    "the workers create the internal topics themselves"
-                ),
-            )
-    config = topics.admin_config(app, secret)
+    secrets = {}
+    for name in kafka_access.secrets_read(app.spec.kafka):
+        data = state.kube.secret_data(name, app.namespace)
+        if data is not None:
+            secrets[name] = data
+    try:
+        settings = kafka_access.operator_settings(app.spec.kafka, secrets, secret_files(app))
+    except kafka_access.MissingSecret as exc:
+        return None, {}, f"{exc}; the workers create the internal topics themselves"
+    config = topics.admin_config(app, settings)
     key, fingerprint = f"{app.namespace}/{app.name}", repr(sorted(config.items()))
     return state.admin(key, fingerprint, lambda: topics.new_admin(config)), config, None
+
+
+def secret_files(app: StreamApp) -> Callable[[str, str], str]:
+    """Where the operator keeps an app's certificates and keys for its own clients: a folder
+    only its user reads, under the temporary directory (the chart mounts an emptyDir there)."""
+    folder = Path(tempfile.gettempdir()) / f"baton-operator-{os.getuid()}" / app.namespace / app.name
+
+    def write(name: str, content: str) -> str:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = folder / name
+        if not path.exists() or path.read_text() != content:
+            tmp = path.with_suffix(".new")
+            tmp.touch(mode=0o600)
+            tmp.write_text(content)
+            tmp.replace(path)
+        return str(path)
+
+    return write
 
 
 @dataclass(frozen=True)

@@ -26,20 +26,88 @@ class SecretRef(_Model):
     name: str
 
 
+class TrustedCertificate(_Model):
+    """Strimzi's CertSecretSource: a CA certificate in a Secret (its cluster CA Secret)."""
+
+    secret_name: str
+    certificate: str = "ca.crt"
+
+
+class KafkaTls(_Model):
+    """Strimzi's ClientTls: TLS to the brokers, trusting these certificates (none: the image's CAs)."""
+
+    trusted_certificates: list[TrustedCertificate] = Field(default_factory=list)
+
+
+class CertificateAndKey(_Model):
+    """A client certificate and its key in one Secret, as Strimzi's KafkaUser writes them."""
+
+    secret_name: str
+    certificate: str = "user.crt"
+    key: str = "user.key"
+
+
+class PasswordSecret(_Model):
+    secret_name: str
+    password: str = "password"
+
+
+class SecretKeyRef(_Model):
+    secret_name: str
+    key: str
+
+
+class KafkaAuthentication(_Model):
+    """Strimzi's KafkaClientAuthentication: tls, scram-sha-256/512, plain or oauth."""
+
+    type: Literal["tls", "scram-sha-256", "scram-sha-512", "plain", "oauth"]
+    certificate_and_key: CertificateAndKey | None = None
+    username: str | None = None
+    password_secret: PasswordSecret | None = None
+    token_endpoint_uri: str | None = None
+    client_id: str | None = None
+    client_secret: SecretKeyRef | None = None
+    scope: str | None = None
+
+    @property
+    def sasl_mechanism(self) -> str | None:
+        return {
+            "scram-sha-256": "SCRAM-SHA-256",
+            "scram-sha-512": "SCRAM-SHA-512",
+            "plain": "PLAIN",
+            "oauth": "OAUTHBEARER",
+        }.get(self.type)
+
+
 class KafkaSpec(_Model):
     bootstrap_servers: str
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
     replication_factor: int = -1
     secret_ref: SecretRef | None = None
+    tls: KafkaTls | None = None
+    authentication: KafkaAuthentication | None = None
+
+    @property
+    def strimzi_shaped(self) -> bool:
+        """``tls``/``authentication`` (Strimzi's shape) replace securityProtocol and secretRef."""
+        return self.tls is not None or self.authentication is not None
+
+    @property
+    def protocol(self) -> str:
+        """security.protocol, from either shape."""
+        if not self.strimzi_shaped:
+            return self.security_protocol
+        sasl = self.authentication is not None and self.authentication.sasl_mechanism is not None
+        return ("SASL_" if sasl else "") + ("SSL" if self.tls is not None else "PLAINTEXT")
 
     @property
     def uses_sasl(self) -> bool:
-        return self.security_protocol.startswith("SASL_")
+        return self.protocol.startswith("SASL_")
 
     @property
     def uses_tls(self) -> bool:
-        return self.security_protocol in ("SSL", "SASL_SSL")
+        return self.protocol in ("SSL", "SASL_SSL")
 
 
 class WorkerSpec(_Model):

@@ -41,23 +41,15 @@ class KafkaUnavailableError(RuntimeError):
     """Kafka could not be reached or refused the request (the caller retries later)."""
 
 
-def admin_config(app: StreamApp, secret: Mapping[str, str] | None) -> dict[str, Any]:
-    """librdkafka settings for the operator's AdminClient, from spec.kafka and the Secret's data."""
-    kafka = app.spec.kafka
-    config: dict[str, Any] = {
-        "bootstrap.servers": kafka.bootstrap_servers,
-        "security.protocol": kafka.security_protocol.lower(),
+def admin_config(app: StreamApp, kafka_settings: Mapping[str, str]) -> dict[str, Any]:
+    """librdkafka settings for the operator's AdminClient: the app's connection settings
+    (``kafka_access.operator_settings``, from its Secrets) with the operator's timeouts."""
+    return {
+        "bootstrap.servers": app.spec.kafka.bootstrap_servers,
         "socket.timeout.ms": int(TIMEOUT_S * 1000),
         "client.id": "baton-operator",
+        **kafka_settings,
     }
-    if kafka.uses_sasl:
-        config["sasl.mechanism"] = kafka.sasl_mechanism
-        if secret is not None:
-            config["sasl.username"] = secret.get("username", "")
-            config["sasl.password"] = secret.get("password", "")
-    if kafka.uses_tls and secret is not None and "ca.crt" in secret:
-        config["ssl.ca.pem"] = secret["ca.crt"]
-    return config
 
 
 def _result(future: Any, what: str) -> Any:

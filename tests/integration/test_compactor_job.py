@@ -38,6 +38,7 @@ from baton.worker.state import snapshot, snapshot_fs
 from baton.worker.state.snapshot_uri import S3Settings
 from baton.worker.state.stores import RocksDBStore
 from tests.conftest import Kube
+from tests.support import secured
 from tests.support.operator import (
     KubectlFn,
     apply,
@@ -634,3 +635,36 @@ def test_a_snapshot_older_than_the_tombstone_horizon_never_resurrects_a_deleted_
     assert {p["read_from"] for p in report["partitions"]} == {p["start_offset"] for p in report["partitions"]}
     assert all("tombstone horizon" in p["plan"] for p in report["partitions"]), report["partitions"]
     assert app.snapshots(root) == content == app.replay()
+
+
+@pytest.mark.parametrize("listener_name", ["mtls", "oauthbearer"])
+def test_the_job_reads_through_the_mutual_tls_and_oauth_listeners(  # noqa: PLR0917 (fixtures)
+    spark: Any,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    unique_name: str,
+    tmp_path: Path,
+    listener_name: str,
+) -> None:
+    """The job's own librdkafka clients and Spark's Java Kafka source connect with one set of
+    settings: a client certificate (PEM files; Java gets them inline) or OAuth client
+    credentials, against listeners that enforce them."""
+    bootstrap, settings = secured.listener(listener_name)
+    app_id = f"{unique_name}-blue"
+    changelog = new_topic(2, name=f"{app_id}-{STORE}-changelog")
+    latest: dict[bytes, bytes] = {}
+    records = []
+    for i in range(300):
+        key, value = f"k{i % 29}".encode(), str(i).encode()
+        records.append((key, value))
+        latest[key] = value
+    produce(kafka_bootstrap, changelog, records)
+    root = str(tmp_path / "snapshots")
+    report = run(spark, JobConfig(bootstrap, [app_id], root, keep=1, kafka_config=settings))
+    assert report["summary"]["records_read"] == 300, report["summary"]
+    got: dict[bytes, bytes] = {}
+    for p in range(2):
+        snap = snapshot.newest(root, app_id, STORE, p)
+        assert snap is not None
+        got.update(snapshot.read(snap))
+    assert got == latest

@@ -16,6 +16,10 @@ def _spec(**changes: Any) -> dict[str, Any]:
     return changes
 
 
+def _kafka(**fields: Any) -> dict[str, Any]:
+    return {"bootstrapServers": "kafka-0.kafka:9093", **fields}
+
+
 INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "standby-not-below-replicas",
@@ -67,6 +71,74 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
         "sasl-without-secret",
         _spec(kafka={"bootstrapServers": "k:9093", "securityProtocol": "SASL_SSL"}),
         ["spec.kafka.secretRef", "is required when spec.kafka.securityProtocol is SSL or SASL_*"],
+    ),
+    (
+        "mtls-without-tls",
+        _spec(kafka=_kafka(authentication={"type": "tls", "certificateAndKey": {"secretName": "u"}})),
+        ["spec.kafka.tls", "of type tls (client certificates) needs spec.kafka.tls"],
+    ),
+    (
+        "tls-auth-without-certificate",
+        _spec(kafka=_kafka(tls={}, authentication={"type": "tls"})),
+        ["spec.kafka.authentication.certificateAndKey", "needs certificateAndKey"],
+    ),
+    (
+        "scram-without-password",
+        _spec(kafka=_kafka(tls={}, authentication={"type": "scram-sha-512", "username": "app"})),
+        ["spec.kafka.authentication", "needs username and passwordSecret"],
+    ),
+    (
+        "oauth-without-client-secret",
+        _spec(
+            kafka=_kafka(
+                tls={},
+                authentication={"type": "oauth", "tokenEndpointUri": "https://idp/token", "clientId": "app"},
+            )
+        ),
+        ["spec.kafka.authentication", "of type oauth needs tokenEndpointUri, clientId and clientSecret"],
+    ),
+    (
+        "oauth-token-endpoint-url",
+        _spec(
+            kafka=_kafka(
+                authentication={
+                    "type": "oauth",
+                    "tokenEndpointUri": "idp/token",
+                    "clientId": "app",
+                    "clientSecret": {"secretName": "s", "key": "k"},
+                }
+            )
+        ),
+        ["spec.kafka.authentication.tokenEndpointUri", "must be an http(s):// URL"],
+    ),
+    (
+        "password-for-tls-auth",
+        _spec(
+            kafka=_kafka(
+                tls={},
+                authentication={
+                    "type": "tls",
+                    "certificateAndKey": {"secretName": "u"},
+                    "passwordSecret": {"secretName": "p"},
+                },
+            )
+        ),
+        ["spec.kafka.authentication", "are for types scram-sha-256, scram-sha-512 and plain only"],
+    ),
+    (
+        "both-shapes",
+        _spec(kafka=_kafka(securityProtocol="SSL", secretRef={"name": "s"}, tls={})),
+        ["spec.kafka", "replace securityProtocol and secretRef: use one way or the other"],
+    ),
+    (
+        "two-trusted-certificates",
+        _spec(kafka=_kafka(tls={"trustedCertificates": [{"secretName": "a"}, {"secretName": "b"}]})),
+        ["spec.kafka.tls.trustedCertificates", "must have at most 1 item"],
+    ),
+    (
+        "unknown-authentication-type",
+        _spec(kafka=_kafka(tls={}, authentication={"type": "kerberos"})),
+        ["spec.kafka.authentication.type", 'Unsupported value: "kerberos"'],
     ),
     (
         "rebuild-needs-blue-green",
@@ -307,3 +379,36 @@ def test_bluegreen_to_rolling_only_while_blue_is_active(
         check=False,
     )
     assert back.returncode == 0, back.stderr
+
+
+@pytest.mark.parametrize(
+    "kafka",
+    [
+        _kafka(
+            tls={"trustedCertificates": [{"secretName": "c"}]},
+            authentication={"type": "tls", "certificateAndKey": {"secretName": "u"}},
+        ),
+        _kafka(
+            tls={},
+            authentication={"type": "scram-sha-512", "username": "a", "passwordSecret": {"secretName": "p"}},
+        ),
+        _kafka(
+            tls={"trustedCertificates": [{"secretName": "c"}]},
+            authentication={
+                "type": "oauth",
+                "tokenEndpointUri": "https://idp.example/realms/r/protocol/openid-connect/token",
+                "clientId": "app",
+                "clientSecret": {"secretName": "s", "key": "secret"},
+                "scope": "kafka",
+            },
+        ),
+    ],
+    ids=["mtls", "scram-over-tls", "oauth"],
+)
+def test_strimzi_shaped_kafka_access_is_accepted(
+    crds: None, kubectl: KubectlFn, namespace: str, kafka: dict[str, Any]
+) -> None:
+    doc = example_manifest(namespace, kafka=kafka)
+    out = kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(doc))
+    applied = json.loads(out.stdout)["spec"]["kafka"]
+    assert applied["authentication"]["type"] == kafka["authentication"]["type"]

@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from baton.operator import topics
+from baton.operator.builders import kafka_access
 from baton.operator.builders.env import SASL_PASSWORD_VAR, SASL_USERNAME_VAR, kafka_config
 from tests.support.scram import SECRET, app_with_secret, scram
 
@@ -98,8 +99,16 @@ def test_worker_settings_from_the_builders_authenticate(
 
 def test_operator_admin_settings_authenticate(kafka_bootstrap: str) -> None:
     app = app_with_secret()
-    admin = AdminClient(topics.admin_config(app, SECRET))
+
+    def settings(secret: dict[str, str]) -> dict[str, str]:
+        return kafka_access.operator_settings(app.spec.kafka, {"kafka-scram": secret}, _no_files)
+
+    admin = AdminClient(topics.admin_config(app, settings(SECRET)))
     metadata = admin.list_topics(timeout=15)
     assert metadata.brokers, "the operator's AdminClient reached the SCRAM listener"
-    denied = auth_errors(topics.admin_config(app, {**SECRET, "password": "wrong"}))
+    denied = auth_errors(topics.admin_config(app, settings({**SECRET, "password": "wrong"})))
     assert any(e.code() == KafkaError._AUTHENTICATION for e in denied), [str(e) for e in denied]
+
+
+def _no_files(name: str, content: str) -> str:
+    raise AssertionError(f"a SASL_PLAINTEXT app needs no file, yet {name} was written")

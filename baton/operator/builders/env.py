@@ -10,16 +10,15 @@ import json
 from typing import Any
 
 from baton.control.messages import Color
+from baton.operator.builders.kafka_access import SASL_PASSWORD_VAR, SASL_USERNAME_VAR, pod_access
 from baton.operator.builders.snapshots import object_store_env, snapshot_source
-from baton.operator.constants import KAFKA_SECRET_DIR, STATE_DIR
+
+__all__ = ["SASL_PASSWORD_VAR", "SASL_USERNAME_VAR", "kafka_client_env", "kafka_config", "worker_env"]
+
+from baton.operator.constants import STATE_DIR
 from baton.operator.spec import StreamApp
 from baton.worker.config import env_var
 from baton.worker.state.snapshot_uri import is_object_store
-
-# Credentials come from the Secret through these plain variables, then Kubernetes expands
-# $(NAME) references inside BATON_KAFKA_CONFIG, so the operator never reads the Secret.
-SASL_USERNAME_VAR = "KAFKA_SASL_USERNAME"
-SASL_PASSWORD_VAR = "KAFKA_SASL_PASSWORD"
 
 
 def _value(field: str, value: str) -> dict[str, Any]:
@@ -28,28 +27,13 @@ def _value(field: str, value: str) -> dict[str, Any]:
 
 def kafka_config(app: StreamApp) -> dict[str, str]:
     """librdkafka settings: the user's extras plus security settings from spec.kafka."""
-    kafka = app.spec.kafka
-    config = dict(sorted(app.spec.config.items()))
-    config["security.protocol"] = kafka.security_protocol.lower()
-    if kafka.uses_sasl:
-        config["sasl.mechanism"] = kafka.sasl_mechanism
-        config["sasl.username"] = f"$({SASL_USERNAME_VAR})"
-        config["sasl.password"] = f"$({SASL_PASSWORD_VAR})"
-    if kafka.uses_tls and kafka.secret_ref is not None:
-        config["ssl.ca.location"] = f"{KAFKA_SECRET_DIR}/ca.crt"
-    return config
+    return {**dict(sorted(app.spec.config.items())), **pod_access(app.spec.kafka).config}
 
 
 def _credentials(app: StreamApp) -> list[dict[str, Any]]:
-    """The SASL credentials from the Secret; they must precede BATON_KAFKA_CONFIG, because
-    $(VAR) expands only earlier variables."""
-    secret = app.spec.kafka.secret_ref
-    if not (app.spec.kafka.uses_sasl and secret is not None):
-        return []
-    return [
-        {"name": var, "valueFrom": {"secretKeyRef": {"name": secret.name, "key": key}}}
-        for var, key in ((SASL_USERNAME_VAR, "username"), (SASL_PASSWORD_VAR, "password"))
-    ]
+    """Env vars from the Secrets; they must precede BATON_KAFKA_CONFIG, because $(VAR)
+    expands only earlier variables."""
+    return pod_access(app.spec.kafka).env
 
 
 def kafka_client_env(app: StreamApp) -> list[dict[str, Any]]:

@@ -19,11 +19,11 @@ from baton.operator.builders.common import (
     service_account_name,
 )
 from baton.operator.builders.env import worker_env
+from baton.operator.builders.kafka_access import pod_access
 from baton.operator.builders.snapshots import snapshot_volumes
 from baton.operator.constants import (
     ANNOTATION_SPEC_HASH,
     CONTAINER_NAME,
-    KAFKA_SECRET_DIR,
     METRICS_PORT_NAME,
     RUN_AS_USER,
     STATE_DIR,
@@ -107,14 +107,9 @@ def _volumes(app: StreamApp) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
 
 
 def kafka_secret_volumes(app: StreamApp) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The Secret's CA certificate, where ``ssl.ca.location`` points, for any Pod that talks TLS."""
-    secret = app.spec.kafka.secret_ref
-    if not (app.spec.kafka.uses_tls and secret is not None):
-        return [], []
-    return (
-        [{"name": "kafka-secret", "secret": {"secretName": secret.name, "defaultMode": 0o440}}],
-        [{"name": "kafka-secret", "mountPath": KAFKA_SECRET_DIR, "readOnly": True}],
-    )
+    """The Secrets' certificates and keys, where ``ssl.*.location`` point, for any Pod of the app."""
+    access = pod_access(app.spec.kafka)
+    return access.volumes, access.mounts
 
 
 def pod_template(app: StreamApp, color: Color, generation: int = 0) -> dict[str, Any]:
