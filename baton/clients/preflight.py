@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from baton.clients.settings import KafkaSettings
@@ -28,6 +28,7 @@ class KafkaUnreachable(RuntimeError):
 
 def check(settings: KafkaSettings, timeout: float = TIMEOUT_S) -> None:
     """Return once a metadata request succeeded; raise :class:`KafkaUnreachable` otherwise."""
+    _librdkafka_accepts(settings)
     oauth = settings.oauth()
     if oauth is not None:
         from baton.clients.kafka_python import kafka_python_config
@@ -57,6 +58,23 @@ def check(settings: KafkaSettings, timeout: float = TIMEOUT_S) -> None:
         f"{_where(settings)}: no broker answered within {timeout:.0f} s ({_short(reason)}); "
         "check --bootstrap-servers and that the listener's security.protocol matches"
     )
+
+
+def _librdkafka_accepts(settings: KafkaSettings) -> None:
+    """librdkafka refuses an unknown or malformed property only when a client is made: make
+    a consumer and a producer with the settings (and close them) before anything else does."""
+    for make, role in ((Consumer, "consumer"), (Producer, "producer")):
+        conf = {**settings.librdkafka(role), "log_level": 0}  # type: ignore[arg-type]
+        if make is Consumer:
+            conf["group.id"] = "baton-preflight"  # never used: nothing is subscribed or committed
+        try:
+            client = make(conf)
+        except KafkaException as exc:
+            raise KafkaUnreachable(
+                f"Kafka setting refused by librdkafka ({role}): {exc.args[0].str()}"
+            ) from None
+        if isinstance(client, Consumer):
+            client.close()
 
 
 def _is_fatal(err: KafkaError) -> bool:

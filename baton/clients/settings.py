@@ -25,6 +25,7 @@ knows the three spellings; the worker, the operator, the CLIs and the compactor 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -233,7 +234,13 @@ class KafkaSettings:
             if not _is_connection(key):
                 continue
             if key not in _SUPPORTED:
-                hint = _HINTS.get(key, "Baton carries only " + ", ".join(sorted(_SUPPORTED)))
+                close = difflib.get_close_matches(key, sorted(_SUPPORTED), n=1)
+                hint = _HINTS.get(
+                    key,
+                    f"did you mean {close[0]!r}?"
+                    if close
+                    else "Baton carries these security settings: " + ", ".join(sorted(_SUPPORTED)),
+                )
                 client = next((c for c in clients if c != "librdkafka"), None)
                 raise SettingRefused(key, hint, client)
             for each in clients:
@@ -297,9 +304,13 @@ class KafkaSettings:
             elif key.startswith("producer."):
                 if role == "producer":
                     out[key.removeprefix("producer.")] = value
-            elif role == "consumer" or key not in CONSUMER_ONLY:
-                if role == "admin" and key.startswith(PRODUCER_ONLY_PREFIXES):
-                    continue
+            elif key in CONSUMER_ONLY:
+                if role == "consumer":
+                    out[key] = value
+            elif key.startswith(PRODUCER_ONLY_PREFIXES):
+                if role == "producer":
+                    out[key] = value
+            else:
                 out[key] = value
         return out
 

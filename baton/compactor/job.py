@@ -84,7 +84,7 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
     ranges = {c.topic: view.offsets(c.topic, c.partitions) for c in changelogs}
     configs = {c.topic: view.configs(c.topic) for c in changelogs}
     findings: list[Finding] = [f for c in changelogs for f in config_findings(c.topic, configs[c.topic])]
-    spark_kafka = spark_kafka_options(config.kafka_config)
+    spark_kafka = spark_options(config)
     found = {
         (c.topic, p): _candidates(store, partition_dir(store.root, c.application_id, c.store, p))
         for c in changelogs
@@ -332,9 +332,7 @@ def _recompute_audit(
         results = {}
         for plan in plans:
             ranges = {t: {p: (0, o) for (tt, p), o in positions.items() if tt == t} for t in plan.topics}
-            inputs = frames.read_kafka(
-                spark, config.bootstrap, ranges, spark_kafka_options(config.kafka_config)
-            )
+            inputs = frames.read_kafka(spark, config.bootstrap, ranges, spark_options(config))
             topics = [f"{app}-{s}-changelog" for s in plan.stores if f"{app}-{s}-changelog" in app_topics]
             if inputs is None or not topics:
                 continue
@@ -456,3 +454,10 @@ def _write_report(store: HadoopStore, config: JobConfig, report: dict[str, Any])
         store.write_text(f"{folder}/report-{stamp}.json", body)
         store.write_text(f"{folder}/latest.json", body)
         store.write_text(f"{folder}/metrics.prom", prometheus_text(report, app))
+
+
+def spark_options(config: JobConfig) -> dict[str, str]:
+    """Spark's Kafka source options: the one set of settings in Java's names, and consumer
+    groups under the app's prefix, which its principal may describe (docs/security.md)."""
+    prefix = config.application_ids[0] if config.application_ids else "baton"
+    return {**spark_kafka_options(config.kafka_config), "groupIdPrefix": f"{prefix}-compact"}

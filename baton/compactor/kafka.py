@@ -67,7 +67,7 @@ class KafkaView:
 
     def offsets(self, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
         """Partition -> (first offset, last stable offset)."""
-        consumer = self._consumer()
+        consumer = self._consumer(f"{topic}-compact-{uuid.uuid4().hex}")  # under the app's prefix (ACLs)
         try:
             return {
                 p: tuple(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30))  # type: ignore[misc]
@@ -98,11 +98,13 @@ class KafkaView:
         finally:
             consumer.close()
 
-    def _consumer(self, group: str | None = None) -> Consumer:
+    def _consumer(self, group: str) -> Consumer:
+        """A consumer in ``group``: never joined, but librdkafka finds its coordinator, which under
+        ACLs needs Describe on the group, so every group is named under the app's prefix."""
         return Consumer(
             {
                 **self.settings.librdkafka("consumer"),
-                "group.id": group or f"baton-compact-{uuid.uuid4().hex}",
+                "group.id": group,
                 "isolation.level": "read_committed",
                 "enable.auto.commit": False,
             }

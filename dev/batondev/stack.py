@@ -13,7 +13,7 @@ import time
 
 import click
 
-from . import gobuild, kafka, kube, objectstore, paths, ports, procs, spark
+from . import gobuild, kafka, kube, objectstore, oidc, paths, ports, procs, spark, tls
 from .requirements import MissingTool
 
 COMPONENTS = ("kafka", "kube", "helm", "spark", "s3", "actionlint")
@@ -52,6 +52,13 @@ def env_lines() -> list[str]:
     return [
         f"export BATON_KAFKA_BOOTSTRAP={kafka.bootstrap()}",
         f"export BATON_KAFKA_SCRAM_BOOTSTRAP={kafka.scram_bootstrap()}",
+        f"export BATON_KAFKA_MTLS_BOOTSTRAP={kafka.mtls_bootstrap()}",
+        f"export BATON_KAFKA_SASL_SSL_BOOTSTRAP={kafka.sasl_ssl_bootstrap()}",
+        f"export BATON_KAFKA_OAUTH_BOOTSTRAP={kafka.oauth_bootstrap()}",
+        f"export BATON_STACK_CA={shlex.quote(str(tls.ca_file()))}",
+        f"export BATON_STACK_CLIENT_CERT={shlex.quote(str(tls.stack_client().certificate))}",
+        f"export BATON_STACK_CLIENT_KEY={shlex.quote(str(tls.stack_client().key))}",
+        f"export BATON_STACK_OIDC_TOKEN_ENDPOINT={oidc.token_endpoint()}",
         f"export KUBECONFIG={shlex.quote(str(kube.kubeconfig()))}",
         f"export BATON_SPARK_CLUSTER={spark.master_url()}",
         f"export BATON_STACK_S3_ENDPOINT={objectstore.endpoint()}",
@@ -61,7 +68,8 @@ def env_lines() -> list[str]:
 
 @click.group()
 def main() -> None:
-    """Baton's local stack on 127.0.0.1: a Kafka broker (KRaft), etcd, kube-apiserver,
+    """Baton's local stack on 127.0.0.1: a Kafka broker (KRaft; plaintext, SCRAM, mutual-TLS,
+    SASL_SSL and OAuth listeners, ACLs) with Keycloak as its OIDC server, etcd, kube-apiserver,
     kube-controller-manager, kube-scheduler, kubectl, helm, the Spark Kafka connector, a
     standalone Spark cluster (a master, two workers) and MinIO (S3) with Hadoop's S3A jars;
     `actionlint` installs the workflow linter (nothing runs)."""
@@ -110,7 +118,13 @@ def env() -> None:
 def status() -> None:
     """Show which components run, their pids and where they listen; exit 1 if any is down."""
     rows = [
-        ("kafka", kafka.NAME, f"{kafka.bootstrap()} (SCRAM {kafka.scram_bootstrap()})"),
+        (
+            "kafka",
+            kafka.NAME,
+            f"{kafka.bootstrap()} (SCRAM {kafka.scram_bootstrap()}, mTLS {kafka.mtls_bootstrap()}, "
+            f"SASL_SSL {kafka.sasl_ssl_bootstrap()}, OAuth {kafka.oauth_bootstrap()})",
+        ),
+        ("keycloak (OIDC)", oidc.NAME, oidc.issuer()),
         ("etcd", kube.ETCD, f"127.0.0.1:{ports.ETCD_CLIENT}"),
         ("kube-apiserver", kube.APISERVER, kube.server_url()),
         ("kube-controller-manager", kube.KCM, f"127.0.0.1:{ports.CONTROLLER_MANAGER}"),

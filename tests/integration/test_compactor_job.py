@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 from batondev import kafka as stack_kafka
-from batondev import objectstore
+from batondev import objectstore, tls
 from batondev import spark as spark_jars
 from batondev.paths import CLICK_COUNTER
 from click.testing import CliRunner
@@ -38,7 +38,7 @@ from baton.worker.state import snapshot, snapshot_fs
 from baton.worker.state.snapshot_uri import S3Settings
 from baton.worker.state.stores import RocksDBStore
 from tests.conftest import Kube
-from tests.support import secured
+from tests.support import acls, secured
 from tests.support.operator import (
     KubectlFn,
     apply,
@@ -647,9 +647,14 @@ def test_the_job_reads_through_the_mutual_tls_and_oauth_listeners(  # noqa: PLR0
     listener_name: str,
 ) -> None:
     """The job's own librdkafka clients and Spark's Java Kafka source connect with one set of
-    settings: a client certificate (PEM files; Java gets them inline) or OAuth client
-    credentials, against listeners that enforce them."""
+    settings: a client certificate (PEM files; Java gets them inline) of a principal holding
+    exactly the compactor's documented ACLs, or OAuth client credentials, against listeners
+    that enforce them."""
     bootstrap, settings = secured.listener(listener_name)
+    if listener_name == "mtls":
+        cert = tls.issue_client(f"{unique_name}-compactor", tmp_path)
+        acls.grant(f"User:{cert.principal}", acls.compactor_grants(unique_name))
+        settings = cert.settings()
     app_id = f"{unique_name}-blue"
     changelog = new_topic(2, name=f"{app_id}-{STORE}-changelog")
     latest: dict[bytes, bytes] = {}

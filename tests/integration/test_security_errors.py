@@ -55,6 +55,16 @@ def _cases(tmp: Path) -> dict[str, tuple[str, dict[str, str], str]]:
             {**tls.stack_client().settings(), "ssl.keystore.location": str(tmp / "user.p12")},
             "'ssl.keystore.location' is refused for the group membership client",
         ),
+        "misspelled-security-setting": (
+            stack_kafka.mtls_bootstrap(),
+            {"security.protocol": "SSL", "ssl.ca.locaton": str(tls.ca_file())},
+            "did you mean 'ssl.ca.location'?",
+        ),
+        "misspelled-tuning-setting": (
+            stack_kafka.bootstrap(),
+            {"linger.msx": "5"},
+            'No such configuration property: "linger.msx"',
+        ),
         "setting-nobody-carries": (
             scram_bootstrap,
             {**scram, "sasl.kerberos.service.name": "kafka"},
@@ -72,6 +82,8 @@ def _cases(tmp: Path) -> dict[str, tuple[str, dict[str, str], str]]:
         "untrusted-broker",
         "unknown-oauth-client",
         "setting-kafka-python-cannot-carry",
+        "misspelled-security-setting",
+        "misspelled-tuning-setting",
         "setting-nobody-carries",
     ],
 )

@@ -62,6 +62,20 @@ def app_grants(application_id: str, inputs: Iterable[str], outputs: Iterable[str
     ]
 
 
+def compactor_grants(application_id: str, inputs: Iterable[str] = ()) -> list[Grant]:
+    """What docs/security.md says the compactor's principal needs ("The compactor's ACLs")."""
+    return [
+        Grant(
+            ResourceType.TOPIC,
+            f"{application_id}-",
+            (Op.READ, Op.DESCRIBE, Op.DESCRIBE_CONFIGS),
+            prefixed=True,
+        ),
+        *(Grant(ResourceType.TOPIC, t, (Op.READ, Op.DESCRIBE)) for t in inputs),
+        Grant(ResourceType.GROUP, application_id, (Op.READ, Op.DESCRIBE), prefixed=True),
+    ]
+
+
 def transactional_write(application_id: str) -> Grant:
     """Write on the app's transactional ids: the grant an exactly-once producer cannot do without."""
     return Grant(ResourceType.TRANSACTIONAL_ID, f"{application_id}-", (Op.WRITE,), prefixed=True)

@@ -49,6 +49,7 @@ def test_connection_settings_reach_every_librdkafka_role_and_tuning_only_its_own
         assert conf["bootstrap.servers"] == "k:9093"
         assert conf["sasl.password"] == "p" and conf["security.protocol"] == "sasl_ssl"
     assert consumer["fetch.max.bytes"] == "1" and consumer["fetch.min.bytes"] == "2"
+    assert "linger.ms" not in consumer  # a producer's tuning: librdkafka would warn on every start
     assert "consumer.fetch.max.bytes" not in consumer and "linger.ms" not in consumer
     assert producer["linger.ms"] == "7" and "fetch.min.bytes" not in producer
     assert "linger.ms" not in admin and "fetch.min.bytes" not in admin
@@ -153,6 +154,11 @@ def test_java_gets_client_certificates_inline_and_a_pem_truststore() -> None:
         ({"security.protocol": "SSL", "ssl.certificate.location": "/c"}, WORKER_CLIENTS, "ssl.key.location"),
         ({"ssl.ca.location": "/ca"}, WORKER_CLIENTS, "does not use TLS"),
         ({"security.protocol": "TLS"}, WORKER_CLIENTS, "security.protocol"),
+        (
+            {"security.protocol": "SSL", "ssl.ca.locaton": "/ca"},
+            WORKER_CLIENTS,
+            "did you mean 'ssl.ca.location'",
+        ),
         ({**SCRAM, "consumer.sasl.password": "x"}, WORKER_CLIENTS, "drop the prefix"),
         ({"security.protocol": "SSL", "ssl.engine.location": "/e"}, WORKER_CLIENTS, "kafka-python"),
     ],
