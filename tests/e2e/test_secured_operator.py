@@ -6,8 +6,9 @@ writes them) runs as Pods of the pod runner (local processes, Secrets mounted as
 principal, the certificate's common name, holds exactly the ACLs docs/security.md lists; the
 broker denies everything else. The operator connects with the same Secrets (control topic,
 lags, standby coverage). A deploy of a new revision flips to green; ``baton flip --to blue``
-(with the same certificate in a client.properties) flips back; ``baton status`` reports; the
-read_committed counts equal the input, user by user, and never go backwards.
+(with the same certificate in a client.properties) flips back; the read_committed counts
+equal the input, user by user, and never go backwards; the compactor's Job (from the
+operator's CronJob) snapshots the changelogs over the same listener; ``baton status`` reports.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from typing import Any
 
 import pytest
 from batondev import kafka as stack_kafka
+from batondev import spark as spark_jars
 from batondev import tls
 from batondev.podrunner import harness
 
+from baton.compactor.cronjob import compactor_name
 from baton.testing import wait_for
 from tests.e2e.test_deploy_bluegreen import Clicks, status
 from tests.support import acls
@@ -32,6 +35,12 @@ from tests.support.operator import KubectlFn, apply, example_manifest, install_c
 from tests.support.secured import exact_sequences, properties_file
 
 pytestmark = pytest.mark.e2e
+
+SNAPSHOT_CLAIM: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "PersistentVolumeClaim",
+    "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "64Mi"}}},
+}
 
 
 def _secret(kubectl: KubectlFn, namespace: str, name: str, files: dict[str, Path]) -> None:
@@ -79,6 +88,13 @@ def test_operator_deploys_and_flips_over_mutual_tls(  # noqa: PLR0917 (fixtures)
             "standbyUpgradeDelaySeconds": 4,
             "promotionTimeoutSeconds": 120,
         },
+        compaction={
+            "enabled": True,
+            "snapshotVolumeClaim": "snaps",
+            "schedule": "0 0 1 1 *",  # runs when this test creates a Job from it
+            "sparkMaster": "local[1]",
+            "spark": {"driverMemory": "512m", "conf": {"spark.sql.shuffle.partitions": "2"}},
+        },
         podTemplate={
             "env": [
                 {"name": "CLICKS_TOPIC", "value": clicks_topic},
@@ -87,8 +103,11 @@ def test_operator_deploys_and_flips_over_mutual_tls(  # noqa: PLR0917 (fixtures)
             ]
         },
     )
+    apply(kubectl, SNAPSHOT_CLAIM | {"metadata": {"name": "snaps", "namespace": namespace}})
     producer = Clicks(kafka_bootstrap, clicks_topic)  # the test's own input, over PLAINTEXT
-    with harness.running(namespace, log_dir=tmp_path) as runner:
+    # process-mode Pods: the connector jars the compactor image carries, as its ENV would say
+    image_env = ["--image-env", f"BATON_SPARK_JARS={','.join(spark_jars.jars())}"]
+    with harness.running(namespace, log_dir=tmp_path, extra=image_env) as runner:
         operator = start_operator(tmp_path, namespace, kube.kubeconfig, "operator")
         try:
             apply(kubectl, manifest)
@@ -132,6 +151,14 @@ def test_operator_deploys_and_flips_over_mutual_tls(  # noqa: PLR0917 (fixtures)
                 timeout=90,
                 every=1,
             )
+            # the compactor's Job, on the same listener with the same Secrets, writes snapshots
+            cronjob = compactor_name({"metadata": {"name": "click-counter"}})
+            kubectl("create", "job", "compact-1", f"--from=cronjob/{cronjob}", "-n", namespace)
+            kubectl("wait", "--for=condition=complete", "job/compact-1", "-n", namespace, "--timeout=300s")
+            compaction = status(kubectl, namespace)["compaction"]
+            # both colors' stores hold every user (each color processes the whole input)
+            live = compaction["liveKeys"]
+            assert compaction["snapshotsWritten"] >= 2 and live == 2 * len(producer.sent), compaction
             shown = _baton("status", "click-counter", "-n", namespace, kubeconfig=kube.kubeconfig)
             assert "StreamApp" in shown.stdout and "blue" in shown.stdout, shown.stdout + shown.stderr
             # the operator reached Kafka as the app: the control topic and lag are in status

@@ -28,7 +28,12 @@ def _config(**changes: object) -> WorkerConfig:
         "processes": 3,
         "instance_id": "clicks-blue-0",
         "metrics_port": 8080,
-        "kafka_config": {"security.protocol": "sasl_ssl", "sasl.username": "u"},
+        "kafka_config": {
+            "security.protocol": "sasl_ssl",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "u",
+            "sasl.password": "p",
+        },
         "write_cache": False,
     }
     return WorkerConfig(**(base | changes))  # type: ignore[arg-type]
