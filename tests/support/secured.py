@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import orjson
 from batondev import kafka as stack_kafka
 from batondev import oidc, tls
 
-from baton.testing import read_all
+from tests.support.counts import assert_strictly_increasing, sequences_if_exact
 
 LISTENERS = ("mtls", "sasl-ssl-scram-sha-512", "oauthbearer")
 
@@ -64,14 +63,9 @@ def clicks(users: int, events: int, start: int = 0) -> list[tuple[bytes, bytes]]
 
 
 def exact_sequences(bootstrap: str, sink: str, expected: Counter[str]) -> dict[str, list[int]] | None:
-    """Each user's committed counts if the last ones equal ``expected``; asserts none repeats or
-    goes backwards (strictly increasing: a duplicate under exactly-once fails here)."""
-    seq: dict[str, list[int]] = {}
-    for r in read_all(bootstrap, sink):
-        assert r.key is not None and r.value is not None
-        seq.setdefault(r.key.decode(), []).append(int(r.value))
-    for user, counts in seq.items():
-        assert all(a < b for a, b in itertools.pairwise(counts)), (
-            f"{user} repeated or went backwards: {counts}"
-        )
-    return seq if {k: v[-1] for k, v in seq.items()} == dict(expected) else None
+    """Each user's committed counts once the last ones equal ``expected``, checked strictly
+    increasing (a duplicate under exactly-once fails here)."""
+    sequences = sequences_if_exact(bootstrap, sink, expected)
+    if sequences is not None:
+        assert_strictly_increasing(sequences)
+    return sequences

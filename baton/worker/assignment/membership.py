@@ -57,6 +57,10 @@ FIRST_FOLLOWUP_SECONDS = 0.05  # the first time: the receiver rejoins at once (s
 ENDS_REFRESH_SECONDS = 2.0  # how stale the changelog ends behind the leader's lags may be
 
 
+class StaleCommit(RuntimeError):
+    """An at-least-once commit made under an identity the group has moved past: not sent."""
+
+
 @dataclass(frozen=True)
 class Assigned:
     partitions: list[TP]
@@ -218,7 +222,9 @@ class Membership(threading.Thread):
         self._roles = Roles()
         self._probe_at: float | None = None
         self._probe_generation = -1  # the generation whose assignment asked for the probe
-        self._commits: queue.Queue[tuple[dict[TP, tuple[int, str]], Future[None]]] = queue.Queue()
+        self._commits: queue.Queue[tuple[dict[TP, tuple[int, str]], tuple[int, str] | None, Future[None]]] = (
+            queue.Queue()
+        )
         self._consumer: KafkaConsumer | None = None
         self._started = threading.Event()
         self._error: BaseException | None = None
@@ -356,25 +362,33 @@ class Membership(threading.Thread):
 
     # -- what the processing thread calls --------------------------------------------------------
     def group_metadata(self) -> bytes:
-        """The fencing identity for ``send_offsets_to_transaction``: this membership's generation."""
+        """The fencing identity for ``send_offsets_to_transaction``: the generation and member id
+        under which the processing thread last applied its assignment (:meth:`applied`).
+
+        Never the live one. The group may have moved on while the processing thread was away:
+        this member removed and joined again, or (same member id) a rebalance that revoked
+        tasks completed without it, after the revocation's wait for its commit ran out (a
+        thread stalled in user code). The tasks it still holds were held under the old
+        identity, which their commit must name, for the broker to refuse it; the live one
+        would pass. A commit that races a normal rebalance is refused the same way and its
+        transaction aborted and redone: always safe."""
         consumer = self._consumer
         if consumer is None:
             return librdkafka_group_metadata(self.settings.group_id, -1, "", self.settings.instance_id)
         meta = consumer.group_metadata()
-        held = self._held
-        if held is not None and held[1] != str(meta.member_id or ""):
-            # A new membership has begun (this member was removed and joined again) and its
-            # assignment has not arrived: the tasks here were held under the old one, which
-            # their commit must name, for the broker to refuse it. The new identity would pass.
-            return librdkafka_group_metadata(self.settings.group_id, held[0], held[1], meta.group_instance_id)
-        return librdkafka_group_metadata(
-            self.settings.group_id, int(meta.generation_id), str(meta.member_id or ""), meta.group_instance_id
-        )
+        generation, member = self._held or (int(meta.generation_id), str(meta.member_id or ""))
+        return librdkafka_group_metadata(self.settings.group_id, generation, member, meta.group_instance_id)
 
     def commit(self, offsets: Mapping[TP, tuple[int, str]], timeout: float = 30.0) -> None:
-        """At-least-once commit of (offset, metadata) with this member's generation; raises what the broker said."""
+        """At-least-once commit of (offset, metadata); raises what the broker said.
+
+        It carries the identity the processing thread last applied, as exactly-once commits do
+        (:meth:`group_metadata`): when the group's generation or this member's id is no longer
+        that one, the commit is refused before it is sent (:class:`StaleCommit`), since a
+        thread that slept through a rebalance would otherwise move offsets of partitions that
+        another member now owns (and has committed further) back."""
         future: Future[None] = Future()
-        self._commits.put((dict(offsets), future))
+        self._commits.put((dict(offsets), self._held, future))
         future.result(timeout)
 
     # -- kafka-python's thread -------------------------------------------------------------------
@@ -389,9 +403,18 @@ class Membership(threading.Thread):
         """
         while True:
             try:
-                offsets, future = self._commits.get_nowait()
+                offsets, held, future = self._commits.get_nowait()
             except queue.Empty:
                 return
+            live = consumer.group_metadata()
+            if held is not None and (int(live.generation_id), str(live.member_id or "")) != held:
+                future.set_exception(
+                    StaleCommit(
+                        f"commit of generation {held[0]} refused: the group is at generation "
+                        f"{live.generation_id} (member {live.member_id}); the tasks will be reprocessed"
+                    )
+                )
+                continue
             to_commit = {
                 KTopicPartition(t, p): OffsetAndMetadata(o, metadata, -1)
                 for (t, p), (o, metadata) in offsets.items()
@@ -408,7 +431,7 @@ class Membership(threading.Thread):
     def _fail_commits(self) -> None:
         while True:
             try:
-                _offsets, future = self._commits.get_nowait()
+                _offsets, _held, future = self._commits.get_nowait()
             except queue.Empty:
                 return
             future.set_exception(RuntimeError("group membership stopped"))

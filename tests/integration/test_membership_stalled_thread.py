@@ -1,0 +1,171 @@
+"""A processing thread stalled in user code past the revocation wait can never commit afterwards.
+
+The stall (75 s in a ``peek``, the GIL released, as a slow network call would) outlasts the
+membership thread's wait for the revoked tasks' last commit (60 s). The member then rejoins
+under its own member id while its processing thread still holds the tasks, and the other
+worker takes them and commits. When the stalled thread wakes, its commit must be refused:
+it names the generation under which that thread last applied its assignment, which the
+broker no longer accepts (exactly-once: the transactional offset commit; at-least-once: the
+offset commit is refused before it is sent). The session timeout is long (120 s), so the
+stalled member stays in the group on its heartbeats: only the rebalance moves its tasks.
+
+Exactly-once: read_committed counts strictly 1..n per user. At-least-once: the committed
+offsets, sampled every 0.5 s, never go backwards.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from baton.testing import SteadyInput, WorkerProcess, wait_for
+from tests.support.click_counters import logged_errors
+from tests.support.counts import assert_strictly_increasing, count_sequences, sequences_if_exact
+
+pytestmark = pytest.mark.integration
+
+STALLING = Path(__file__).resolve().parents[1] / "fixtures" / "stalling_click_counter.py"
+SESSION_MS = 120_000
+STALL_SECONDS = 75
+
+
+def _workers(
+    bootstrap: str, app: str, topics: tuple[str, str], tmp: Path, *, guarantee: str, flag: Path
+) -> tuple[WorkerProcess, WorkerProcess]:
+    source, sink = topics
+    extra = ["-X", f"consumer.session.timeout.ms={SESSION_MS}"]
+    if guarantee == "at_least_once":
+        extra += ["--commit-interval-ms", "1000"]
+    first, second = (
+        WorkerProcess(
+            STALLING,
+            bootstrap=bootstrap,
+            application_id=app,
+            state_dir=tmp / name,
+            log_path=tmp / f"{name}.log",
+            guarantee=guarantee,
+            env={
+                "CLICKS_TOPIC": source,
+                "COUNTS_TOPIC": sink,
+                "STALL_FLAG": str(flag),
+                "STALL_SECONDS": str(STALL_SECONDS),
+            },
+            extra_args=extra,
+        )
+        for name in ("first", "second")
+    )
+    return first, second
+
+
+class OffsetSampler:
+    """The group's committed offsets every 0.5 s, in a thread; remembers any that went back."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, partitions: int) -> None:
+        self._consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+        )
+        self._tps = [TopicPartition(topic, p) for p in range(partitions)]
+        self.backwards: list[tuple[int, int, int]] = []  # (partition, before, after)
+        self.samples = 0
+        self._last: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            for tp in self._consumer.committed(self._tps, timeout=10):
+                if tp.offset < 0:
+                    continue
+                before = self._last.get(tp.partition, -1)
+                if tp.offset < before:
+                    self.backwards.append((tp.partition, before, tp.offset))
+                self._last[tp.partition] = max(before, tp.offset)
+            self.samples += 1
+
+    def __enter__(self) -> OffsetSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self._consumer.close()
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once_v2", "at_least_once"])
+def test_a_thread_stalled_past_the_revocation_wait_never_commits_after_it(
+    guarantee: str, kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+) -> None:
+    source = new_topic(4, name=f"{unique_name}-clicks")
+    sink = new_topic(4, name=f"{unique_name}-counts")
+    flag = tmp_path / "stall"
+    first, second = _workers(
+        kafka_bootstrap, unique_name, (source, sink), tmp_path, guarantee=guarantee, flag=flag
+    )
+
+    def errors() -> str:
+        return logged_errors((first, second))
+
+    def counts_detail() -> str:
+        got = count_sequences(kafka_bootstrap, sink)
+        wrong = {u: (feed.sent[u], seq[-8:]) for u, seq in got.items() if seq[-1] != feed.sent[u]}
+        return f"users whose last count differs (sent, last counts): {wrong}\n{errors()}"
+
+    feed = SteadyInput(kafka_bootstrap, source, rate=300)
+    sampler = OffsetSampler(kafka_bootstrap, unique_name, source, 4)
+    try:
+        with sampler:
+            with feed:
+                _stall_through_a_rebalance(first, second, flag, errors)
+            if guarantee == "exactly_once_v2":  # both workers run on: every click gets counted
+                sequences = wait_for(
+                    "counts never became exact",
+                    lambda: sequences_if_exact(kafka_bootstrap, sink, feed.sent),
+                    90,
+                    every=2,
+                    detail=counts_detail,
+                )
+                assert_strictly_increasing(sequences)
+            else:
+                time.sleep(5)  # a few more commits by both
+            first.stop(30)
+            second.stop(30)
+        assert sampler.samples > 20
+        assert sampler.backwards == [], f"committed offsets went backwards: {sampler.backwards}"
+    finally:
+        for w in (first, second):
+            if w.alive:
+                w.kill(signal.SIGKILL)
+                w.wait(10)
+
+
+def _stall_through_a_rebalance(
+    first: WorkerProcess, second: WorkerProcess, flag: Path, errors: Callable[[], str]
+) -> None:
+    """The first stalls in user code; the second joins meanwhile, and its join's rebalance
+    waits out the first's revocation; the first wakes once the second has counted."""
+    first.start().wait_ready(60)
+    wait_for("the first worker counted nothing", lambda: first.metric("baton_records_consumed_total"), 60)
+    flag.touch()
+    wait_for("the user code never stalled", lambda: _logged(first, "test: user code stalls"), 30)
+    second.start()  # its join moves tasks away from the stalled first
+    wait_for(
+        "the second worker never counted",
+        lambda: second.metric("baton_records_consumed_total"),
+        STALL_SECONDS + 30,
+        detail=errors,
+    )
+    wait_for(
+        "the stall never ended", lambda: _logged(first, "test: user code stall over"), STALL_SECONDS + 30
+    )
+    time.sleep(8)  # the woken thread's commits, refused or not, are in by now
+
+
+def _logged(worker: WorkerProcess, msg: str) -> bool:
+    return any(x.get("msg") == msg for x in worker.logs())
