@@ -28,33 +28,29 @@ SETTINGS = """<settings xmlns="http://maven.apache.org/SETTINGS/1.0.0">
 """
 
 
+def _mvn(work: Path, goal: list[str], log_name: str) -> None:
+    """Run Maven in ``work`` with the Central-only settings and the cache's local repository."""
+    (work / "empty").mkdir(exist_ok=True)
+    (work / "settings.xml").write_text(
+        SETTINGS.format(local=paths.CACHE / "m2", empty=(work / "empty").as_uri())
+    )
+    run(
+        ["mvn", "-B", "-q", "-s", str(work / "settings.xml"), *goal],
+        log=str(paths.CACHE / log_name),
+        cwd=str(work),
+    )
+
+
 def copy_dependencies(pom: str, dest: Path, log_name: str) -> None:
     """Resolve ``pom``'s runtime dependencies and copy the jars into ``dest`` (replaced whole)."""
     need("java")
     need("mvn")
     with tempfile.TemporaryDirectory(prefix="baton-mvn-") as tmpd:
         work = Path(tmpd)
-        (work / "empty").mkdir()
         (work / "pom.xml").write_text(pom)
-        (work / "settings.xml").write_text(
-            SETTINGS.format(local=paths.CACHE / "m2", empty=(work / "empty").as_uri())
-        )
         out = work / "jars"
-        run(
-            [
-                "mvn",
-                "-B",
-                "-q",
-                "-s",
-                str(work / "settings.xml"),
-                "-f",
-                str(work / "pom.xml"),
-                "dependency:copy-dependencies",
-                f"-DoutputDirectory={out}",
-                "-DincludeScope=runtime",
-            ],
-            log=str(paths.CACHE / log_name),
-        )
+        goal = ["-f", str(work / "pom.xml"), "dependency:copy-dependencies", f"-DoutputDirectory={out}"]
+        _mvn(work, [*goal, "-DincludeScope=runtime"], log_name)
         shutil.rmtree(dest, ignore_errors=True)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(out, dest)
@@ -66,23 +62,9 @@ def copy_artifact(coordinates: str, dest: Path, log_name: str) -> Path:
     need("mvn")
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="baton-mvn-") as tmpd:
-        work = Path(tmpd)
-        (work / "empty").mkdir()
-        (work / "settings.xml").write_text(
-            SETTINGS.format(local=paths.CACHE / "m2", empty=(work / "empty").as_uri())
-        )
-        run(
-            [
-                "mvn",
-                "-B",
-                "-q",
-                "-s",
-                str(work / "settings.xml"),
-                "dependency:copy",
-                f"-Dartifact={coordinates}",
-                f"-DoutputDirectory={dest}",
-            ],
-            log=str(paths.CACHE / log_name),
-            cwd=str(work),
+        _mvn(
+            Path(tmpd),
+            ["dependency:copy", f"-Dartifact={coordinates}", f"-DoutputDirectory={dest}"],
+            log_name,
         )
     return dest

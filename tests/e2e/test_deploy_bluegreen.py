@@ -24,9 +24,9 @@ import pytest
 from batondev.podrunner import harness
 
 from baton.testing import produce, wait_for
-from tests.support.deploy import USERS, counts
+from tests.support.deploy import USERS, bluegreen_manifest, counts
 from tests.support.event_time import event_time_origin
-from tests.support.operator import KubectlFn, apply, example_manifest, get_json, install_crds, start_operator
+from tests.support.operator import KubectlFn, apply, get_json, install_crds, start_operator
 
 pytestmark = pytest.mark.e2e
 
@@ -103,28 +103,12 @@ def test_blue_green_deploy_through_the_operator(  # noqa: PLR0917 (fixtures)
 ) -> None:
     install_crds(kubectl)
     clicks_topic, counts_topic = new_topic(partitions=4), new_topic(partitions=4)
-    manifest = example_manifest(
+    manifest = bluegreen_manifest(
         namespace,
+        unique_name,
+        {"bootstrapServers": kafka_bootstrap},
+        (clicks_topic, counts_topic),
         image=runtime_image,
-        kafka={"bootstrapServers": kafka_bootstrap},
-        applicationId=unique_name,
-        replicas=1,
-        standbyReplicas=0,
-        resources={},
-        state={"store": "rocksdb", "size": "256Mi"},
-        upgrade={
-            "strategy": "BlueGreen",
-            "promotionStableSeconds": 2,
-            "standbyUpgradeDelaySeconds": 4,
-            "promotionTimeoutSeconds": 120,
-        },
-        podTemplate={
-            "env": [
-                {"name": "CLICKS_TOPIC", "value": clicks_topic},
-                {"name": "COUNTS_TOPIC", "value": counts_topic},
-                {"name": "APP_VERSION", "value": "v1"},
-            ]
-        },
     )
     producer = Clicks(kafka_bootstrap, clicks_topic)
     with harness.running(namespace, log_dir=tmp_path, extra=["--runtime", "runc"]) as runner:

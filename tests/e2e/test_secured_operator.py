@@ -30,8 +30,8 @@ from baton.compactor.cronjob import compactor_name
 from baton.testing import wait_for
 from tests.e2e.test_deploy_bluegreen import Clicks, status
 from tests.support import acls
-from tests.support.deploy import counts
-from tests.support.operator import KubectlFn, apply, example_manifest, install_crds, start_operator
+from tests.support.deploy import bluegreen_manifest, counts
+from tests.support.operator import KubectlFn, apply, install_crds, start_operator
 from tests.support.secured import exact_sequences, properties_file
 
 pytestmark = pytest.mark.e2e
@@ -70,37 +70,21 @@ def test_operator_deploys_and_flips_over_mutual_tls(  # noqa: PLR0917 (fixtures)
     acls.grant(f"User:{principal}", acls.app_grants(unique_name, [clicks_topic], [counts_topic]))
     _secret(kubectl, namespace, "kafka-cluster-ca", {"ca.crt": tls.ca_file()})
     _secret(kubectl, namespace, principal, {"user.crt": user.certificate, "user.key": user.key})
-    manifest = example_manifest(
+    manifest = bluegreen_manifest(
         namespace,
-        kafka={
+        unique_name,
+        {
             "bootstrapServers": stack_kafka.mtls_bootstrap(),
             "tls": {"trustedCertificates": [{"secretName": "kafka-cluster-ca"}]},
             "authentication": {"type": "tls", "certificateAndKey": {"secretName": principal}},
         },
-        applicationId=unique_name,
-        replicas=1,
-        standbyReplicas=0,
-        resources={},
-        state={"store": "rocksdb", "size": "256Mi"},
-        upgrade={
-            "strategy": "BlueGreen",
-            "promotionStableSeconds": 2,
-            "standbyUpgradeDelaySeconds": 4,
-            "promotionTimeoutSeconds": 120,
-        },
+        (clicks_topic, counts_topic),
         compaction={
             "enabled": True,
             "snapshotVolumeClaim": "snaps",
             "schedule": "0 0 1 1 *",  # runs when this test creates a Job from it
             "sparkMaster": "local[1]",
             "spark": {"driverMemory": "512m", "conf": {"spark.sql.shuffle.partitions": "2"}},
-        },
-        podTemplate={
-            "env": [
-                {"name": "CLICKS_TOPIC", "value": clicks_topic},
-                {"name": "COUNTS_TOPIC", "value": counts_topic},
-                {"name": "APP_VERSION", "value": "v1"},
-            ]
         },
     )
     apply(kubectl, SNAPSHOT_CLAIM | {"metadata": {"name": "snaps", "namespace": namespace}})

@@ -465,12 +465,17 @@ def test_the_cronjob_kafka_settings_reach_spark_over_scram(
     config = JobConfig(stack_kafka.scram_bootstrap(), [app_id], root, keep=1, kafka_config=settings)
     report = run(spark, config)
     assert report["summary"]["records_read"] == 400, report["summary"]
+    assert _snapshots(root, app_id, partitions=2) == latest
+
+
+def _snapshots(root: str, app_id: str, partitions: int) -> dict[bytes, bytes]:
+    """What the newest snapshot of each of the store's partitions holds, together."""
     got: dict[bytes, bytes] = {}
-    for p in range(2):
+    for p in range(partitions):
         snap = snapshot.newest(root, app_id, STORE, p)
-        assert snap is not None
+        assert snap is not None, f"no snapshot of partition {p}"
         got.update(snapshot.read(snap))
-    assert got == latest
+    return got
 
 
 RESETTING = str(Path(__file__).resolve().parents[1] / "fixtures" / "resetting_counter.py")
@@ -667,9 +672,4 @@ def test_the_job_reads_through_the_mutual_tls_and_oauth_listeners(  # noqa: PLR0
     root = str(tmp_path / "snapshots")
     report = run(spark, JobConfig(bootstrap, [app_id], root, keep=1, kafka_config=settings))
     assert report["summary"]["records_read"] == 300, report["summary"]
-    got: dict[bytes, bytes] = {}
-    for p in range(2):
-        snap = snapshot.newest(root, app_id, STORE, p)
-        assert snap is not None
-        got.update(snapshot.read(snap))
-    assert got == latest
+    assert _snapshots(root, app_id, partitions=2) == latest
