@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from baton.testing import SteadyInput, WorkerProcess, wait_for
+from baton.testing import SteadyInput, WorkerProcess, group_committed, wait_for
 from tests.support.click_counters import logged_errors
 from tests.support.counts import assert_strictly_increasing, count_sequences, sequences_if_exact
 
@@ -53,7 +53,7 @@ def _workers(
             env={
                 "CLICKS_TOPIC": source,
                 "COUNTS_TOPIC": sink,
-                "STALL_FLAG": str(flag),
+                "STALL_FLAG": str(flag if name == "first" else tmp / "never"),  # only the first stalls
                 "STALL_SECONDS": str(STALL_SECONDS),
             },
             extra_args=extra,
@@ -165,6 +165,77 @@ def _stall_through_a_rebalance(
         "the stall never ended", lambda: _logged(first, "test: user code stall over"), STALL_SECONDS + 30
     )
     time.sleep(8)  # the woken thread's commits, refused or not, are in by now
+
+
+STUCK_POLL_MS = 20_000
+STUCK_SESSION_MS = 10_000
+
+
+def test_a_thread_stuck_for_good_leaves_the_group_and_its_tasks_move(
+    kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+) -> None:
+    """With max.poll.interval.ms=20000 the stuck member leaves the group, /healthz says so, and
+    every user's count moves on from the other worker within 20 s + the session + 15 s."""
+    source = new_topic(4, name=f"{unique_name}-clicks")
+    sink = new_topic(4, name=f"{unique_name}-counts")
+    flag = tmp_path / "stall"
+    first, second = (
+        WorkerProcess(
+            STALLING,
+            bootstrap=kafka_bootstrap,
+            application_id=unique_name,
+            state_dir=tmp_path / name,
+            log_path=tmp_path / f"{name}.log",
+            env={
+                "CLICKS_TOPIC": source,
+                "COUNTS_TOPIC": sink,
+                "STALL_FLAG": str(flag if name == "first" else tmp_path / "never"),  # only the first stalls
+                "STALL_SECONDS": "600",
+            },
+            extra_args=[
+                "-X",
+                f"consumer.max.poll.interval.ms={STUCK_POLL_MS}",
+                "-X",
+                f"consumer.session.timeout.ms={STUCK_SESSION_MS}",
+            ],
+        )
+        for name in ("first", "second")
+    )
+    feed = SteadyInput(kafka_bootstrap, source, rate=200)
+    try:
+        with feed:
+            first.start().wait_ready(60)
+            second.start().wait_ready(60)
+            wait_for(
+                "both workers count",
+                lambda: min(w.metric("baton_records_consumed_total") for w in (first, second)),
+                60,
+            )
+            flag.touch()
+            wait_for("the user code never stalled", lambda: _logged(first, "test: user code stalls"), 30)
+            # exactly-once: a committed input offset is committed output, so a partition whose
+            # committed offset moves on produces output again
+            at_stall = group_committed(kafka_bootstrap, unique_name, source, 4)
+
+            def every_partition_moved_on() -> bool:
+                now = group_committed(kafka_bootstrap, unique_name, source, 4)
+                return all(now[p] > at_stall[p] + 20 for p in range(4))
+
+            deadline = STUCK_POLL_MS / 1000 + STUCK_SESSION_MS / 1000 + 15
+            wait_for(
+                "the stuck member's partitions never moved on", every_partition_moved_on, deadline, every=1
+            )
+            assert _logged(
+                first,
+                "processing thread stalled past max.poll.interval.ms; leaving the group until it is back",
+            )
+            status, _body = first.http("/healthz")
+            assert status != 200, "a member out of the group for a stuck thread is not healthy"
+    finally:
+        for w in (first, second):
+            if w.alive:
+                w.kill(signal.SIGKILL)
+                w.wait(10)
 
 
 def _logged(worker: WorkerProcess, msg: str) -> bool:

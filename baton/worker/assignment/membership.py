@@ -207,11 +207,16 @@ class Membership(threading.Thread):
         offsets: Callable[[], Mapping[TaskId, int]],
         end_offsets: Callable[[list[TP]], dict[TP, int] | None],
         before_join: Callable[[], None] | None = None,
+        *,
+        last_progress: Callable[[], float] | None = None,
     ) -> None:
         """``before_join`` runs once, right before the first JoinGroup (a pod's processes
-        join together: ``processes/join.py``)."""
+        join together: ``processes/join.py``). ``last_progress`` is the monotonic time at
+        which the processing thread was last back in its loop (liveness, :meth:`_liveness`)."""
         super().__init__(name="baton-membership", daemon=True)
         self._before_join = before_join
+        self._last_progress = last_progress
+        self.left_for_stall = False  # out of the group while the processing thread is stuck
         self.settings = settings
         self.events: queue.Queue[Event] = queue.Queue()
         self._client_config = client_config
@@ -275,6 +280,10 @@ class Membership(threading.Thread):
         next_ends = 0.0
         try:
             while not self._stopping.is_set():
+                if self._stalled():
+                    consumer = self._leave_while_stalled(consumer)
+                    unstable_since = None
+                    continue
                 consumer.poll(timeout_ms=100, max_records=1)  # drives the group; any record is dropped
                 # pause what the group assigned, here rather than in the rebalance callback, which
                 # runs on kafka-python's I/O loop and must not call back into the consumer
@@ -304,6 +313,51 @@ class Membership(threading.Thread):
                 consumer.close(autocommit=False, timeout_ms=5000)
             except Exception as exc:
                 log.info("closing the membership client failed", extra={"error": str(exc)})
+
+    @property
+    def max_poll_interval_s(self) -> float:
+        """Kafka's max.poll.interval.ms (300 s by default, as in Kafka Streams)."""
+        return float(self._client_config.get("max_poll_interval_ms", 300_000)) / 1000
+
+    def _stalled(self) -> bool:
+        """The processing thread has not been back in its loop for max.poll.interval.ms."""
+        if self._last_progress is None:
+            return False
+        return time.monotonic() - self._last_progress() > self.max_poll_interval_s
+
+    def _leave_while_stalled(self, consumer: KafkaConsumer) -> KafkaConsumer:
+        """Leave the group while the processing thread is stuck; join again once it is back.
+
+        A member is alive only while its processing thread is (Kafka Streams: a thread past
+        max.poll.interval.ms leaves the group). Heartbeats come from this thread, so without
+        this a thread stuck for good would keep its tasks, and their output stopped, for ever.
+        The held partitions are lost here (the processing thread aborts their uncommitted work
+        when it returns; its commits name the old identity and are refused meanwhile); closing
+        the client leaves the group at once for a dynamic member, after the session timeout
+        for a static one. Queued commits fail. The new client joins under a new member id.
+        """
+        log.error(
+            "processing thread stalled past max.poll.interval.ms; leaving the group until it is back",
+            extra={
+                "group": self.settings.group_id,
+                "max_poll_interval_ms": int(self.max_poll_interval_s * 1000),
+            },
+        )
+        self.left_for_stall = True
+        if self._owned:
+            self.partitions_lost([KTopicPartition(t, p) for t, p in sorted(self._owned)])
+        self._roles = Roles()
+        try:
+            consumer.close(autocommit=False, timeout_ms=5000)
+        except Exception as exc:
+            log.info("closing the membership client failed", extra={"error": str(exc)})
+        while self._stalled() and not self._stopping.wait(0.1):
+            self._fail_commits()
+        log.warning(
+            "processing thread back; joining the group again", extra={"group": self.settings.group_id}
+        )
+        self.left_for_stall = False
+        return self._connect()
 
     @property
     def _stuck_after(self) -> float:

@@ -245,6 +245,7 @@ class Worker:
             offsets=lambda: self._local_offsets,
             end_offsets=self.topics.end_offsets,
             before_join=self._before_join,
+            last_progress=lambda: self._heartbeat,
         )
         self.guarantee: Guarantee = (ExactlyOnce if self.eos else AtLeastOnce)(self.output, self.membership)
         self.guarantee.start()
@@ -273,6 +274,7 @@ class Worker:
             on_change=self._update_task_gauges,
         )
         self._local_offsets = self._collect_offsets()
+        self._heartbeat = time.monotonic()  # liveness counts from here, not from the set-up above
         self.membership.start()
         self.membership.wait_started()
         log.info(
@@ -870,6 +872,9 @@ class Worker:
         self.metrics.ready.set(1 if self._is_ready() else 0)
 
     def _healthy(self) -> bool:
+        membership = getattr(self, "membership", None)
+        if membership is not None and membership.left_for_stall:
+            return False  # out of the group: the processing thread is stuck past max.poll.interval.ms
         return time.monotonic() - self._heartbeat < max(
             30.0, 3 * self.config.effective_commit_interval_ms / 1000
         )
