@@ -110,6 +110,11 @@ from baton.worker.processes.join import JoinBarrier
     envvar="BATON_HOST",
     help="The pod this process runs in (standbys avoid their active's host); default: the instance id.",
 )
+@click.option(
+    "--zone",
+    envvar="BATON_ZONE",
+    help="The failure domain (zone) this worker runs in: a task's standbys go to other zones first.",
+)
 @kafka_options
 def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> None:
     """Run a worker for TOPOLOGY (PATH_OR_MODULE[:ATTR], default attribute `topology`)."""

@@ -93,6 +93,13 @@ class WorkerConfig(BaseSettings):
         description="The pod this process runs in: the assignor keeps a task's standbys off its "
         "active's host when another exists; default: the instance id, or the process id",
     )
+    zone: str | None = Field(
+        default=None,
+        description="The failure domain this process runs in (a node's topology.kubernetes.io/zone): "
+        "the assignor puts a task's standbys in other zones first, as Kafka Streams' rack-aware "
+        "standbys do; unset: standbys only avoid the active's host",
+        max_length=253,
+    )
     metrics_port: int = Field(
         default=8080, ge=0, le=65535, description="Port of /metrics, /healthz, /readyz and the store queries"
     )

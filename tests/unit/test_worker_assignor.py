@@ -37,6 +37,7 @@ class Sim:
     host: str
     state: dict[TaskId, int] = field(default_factory=dict)
     roles: MemberAssignment = field(default_factory=MemberAssignment)
+    zone: str = ""
 
     def report(self) -> MemberReport:
         return MemberReport(
@@ -46,6 +47,7 @@ class Sim:
             lags=dict(self.state),
             previous_active=self.roles.active,
             previous_standby=self.roles.standby | self.roles.warmup,
+            zone=self.zone,
         )
 
 
@@ -57,8 +59,8 @@ class Group:
     members: dict[str, Sim] = field(default_factory=dict)
     last: GroupAssignment | None = None
 
-    def join(self, process: str, host: str, member_id: str | None = None) -> Sim:
-        sim = Sim(member_id or f"{process}-m", process, host)
+    def join(self, process: str, host: str, member_id: str | None = None, zone: str = "") -> Sim:
+        sim = Sim(member_id or f"{process}-m", process, host, zone=zone)
         self.members[sim.member_id] = sim
         return sim
 
@@ -162,6 +164,10 @@ def check(
         other_hosts = sum(1 for r in reports if r.host != active_host)
         same_host = sum(1 for mid in holders if by_id[mid].host == active_host)
         assert same_host <= max(0, k - other_hosts), (t, holders)
+        # rack-aware: a zone outage leaves a copy whenever another zone has a member
+        active_zone = by_id[active[t]].zone
+        if k and active_zone and any(r.zone and r.zone != active_zone for r in reports):
+            assert any(by_id[mid].zone != active_zone for mid in holders), (t, holders)
         warmups += sum(1 for r in result.members.values() if t in r.warmup)
         # the core promise: where a warm copy exists, the task runs on one
         if any(caught_up(r, t, config) for r in reports):
@@ -268,6 +274,27 @@ def test_co_located_processes_keep_standbys_off_their_host() -> None:
     after = group.rebalance()
     for t in lost:
         assert t in after.members[standby_of[t]].active
+
+
+def test_standbys_go_to_another_zone_and_a_zone_outage_promotes_every_orphan() -> None:
+    """Six workers in three zones, one standby: every task's standby is in another zone than
+    its active, so losing a whole zone moves each of its tasks to a standby, none restores."""
+    tasks = [TaskId(0, p) for p in range(12)]
+    group = Group(AssignorConfig(num_standby_replicas=1), tasks, set(tasks))
+    for i in range(6):
+        group.join(f"w{i}", f"node-{i}", zone=f"zone-{'abc'[i % 3]}")
+    result = group.settle()
+    zone = {mid: s.zone for mid, s in group.members.items()}
+    standby_of = {t: mid for mid, r in result.members.items() for t in r.standby}
+    for t in tasks:
+        assert zone[standby_of[t]] != zone[group.owner(t)], t
+    dead = [mid for mid, z in zone.items() if z == "zone-a"]
+    orphans = {t for mid in dead for t in result.members[mid].active}
+    for mid in dead:
+        del group.members[mid]
+    after = group.rebalance()
+    for t in orphans:  # each taken over by its standby: a promotion, not a restore
+        assert t in after.members[standby_of[t]].active, t
 
 
 def test_two_standbys_on_two_hosts_share_the_actives_host_only_when_they_must() -> None:
@@ -428,6 +455,8 @@ def test_a_thousand_tasks_on_fifty_members() -> None:
 # ---------------------------------------------------------------- the group over time
 
 HOSTS = ["pod-0", "pod-1", "pod-2", "pod-3", "pod-4"]
+# the hosts' zones: two zones of two hosts, one of one (``check`` holds standbys to other zones)
+ZONES = {"pod-0": "zone-a", "pod-1": "zone-a", "pod-2": "zone-b", "pod-3": "zone-b", "pod-4": "zone-c"}
 
 
 class GroupOverTime(RuleBasedStateMachine):
@@ -487,7 +516,9 @@ class GroupOverTime(RuleBasedStateMachine):
 
     def _new_member(self, host: str, process: str | None = None) -> Sim:
         self.serial += 1
-        return self.group.join(process or f"p{self.serial}", host, member_id=f"m{self.serial}")
+        return self.group.join(
+            process or f"p{self.serial}", host, member_id=f"m{self.serial}", zone=ZONES[host]
+        )
 
     @initialize(
         config=st.builds(

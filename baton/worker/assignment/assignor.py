@@ -206,10 +206,11 @@ class _Plan:
             self._give(t, min(under, key=lambda u: (self.lag_of(u, t), self.count[u] - self.cap[u], u)))
 
     def place_standbys(self) -> None:
-        """A standby on the active's host dies with it, so other hosts come first; among
-        them, members below their fair share of standbys, then members that can take over at
-        once, and the previous holders (sticky), then hosts that hold no other copy of the
-        task, then the least loaded."""
+        """A standby in the active's zone dies with it in a zone outage, and one on its host
+        with the host, so other zones, then other hosts come first (Kafka Streams' rack-aware
+        standbys, KIP-708); among them, members below their fair share of standbys, then
+        members that can take over at once, and the previous holders (sticky), then zones and
+        hosts that hold no other copy of the task, then the least loaded."""
         k = min(self.config.num_standby_replicas, self.n - 1)
         if k <= 0:
             return
@@ -219,27 +220,40 @@ class _Plan:
         sb_cap = -(-len(self.stateful_tasks) * k // self.n)
         for t in self.stateful_tasks:
             a = self.owner[t]
-            active_host = self.members[a].host
+            active = self.members[a]
             chosen: list[int] = []
             hosts: set[str] = set()
+            zones: set[str] = {active.zone} if active.zone else set()
             for _ in range(k):
                 ranks = (
-                    self._standby_rank(u, t, active_host, hosts, sb_count=sb_count, sb_cap=sb_cap)
+                    self._standby_rank(u, t, active.host, (hosts, zones), sb_count=sb_count, sb_cap=sb_cap)
                     for u in range(self.n)
                     if u != a and u not in chosen
                 )
                 u = min(ranks)[-1]
                 chosen.append(u)
                 hosts.add(self.members[u].host)
+                if self.members[u].zone:
+                    zones.add(self.members[u].zone)
                 self.standby[u].add(t)
                 sb_count[u] += 1
 
     def _standby_rank(
-        self, u: int, t: TaskId, active_host: str, hosts: set[str], *, sb_count: list[int], sb_cap: int
-    ) -> tuple[bool, bool, bool, bool, bool, int, int, int]:
-        """Ends with ``u``: the best rank names the member."""
+        self,
+        u: int,
+        t: TaskId,
+        active_host: str,
+        taken: tuple[set[str], set[str]],
+        *,
+        sb_count: list[int],
+        sb_cap: int,
+    ) -> tuple[bool, bool, bool, bool, bool, bool, int, int, int]:
+        """Ends with ``u``: the best rank names the member. ``taken``: the hosts and zones that
+        hold a copy of the task already (the active's zone among them)."""
         m = self.members[u]
+        hosts, zones = taken
         return (
+            bool(m.zone) and m.zone in zones,
             m.host == active_host,
             sb_count[u] >= sb_cap,
             not self.is_caught_up(u, t),

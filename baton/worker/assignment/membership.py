@@ -104,6 +104,7 @@ class GroupSettings:
     assignor: AssignorConfig
     probing_interval_ms: int
     endpoint: str = ""  # where this member's HTTP server answers interactive queries
+    zone: str = ""  # the member's failure domain (rack-aware standbys)
     pod_processes: int = 1  # the processes of this member's pod (processes/join.py), this one included
 
 
@@ -544,6 +545,7 @@ class Membership(threading.Thread):
             active=frozenset(owned_tasks),
             standby=self._roles.standby | self._roles.warmup,
             endpoint=self.settings.endpoint,
+            zone=self.settings.zone,
             followup_of=self._following_up,
         )
         by_topic: dict[str, list[int]] = {}
@@ -597,6 +599,7 @@ class Membership(threading.Thread):
                 lags=lags[mid],
                 previous_active=r.active,
                 previous_standby=r.standby,
+                zone=r.zone,
             )
             for mid, r in reports.items()
         ]

@@ -23,7 +23,9 @@ class MemberReport:
     ``lags`` has an entry for every task with local state on the member: the number of
     changelog records its stores are behind the changelog end (0 for a task that runs
     active here). A task absent from ``lags`` would need a full restore on this member.
-    ``host`` is the pod: a task's standbys go to other hosts when there are any.
+    ``host`` is the pod: a task's standbys go to other hosts when there are any. ``zone`` is
+    its failure domain (the node's topology.kubernetes.io/zone, Kafka Streams' rack-aware
+    tags): a task's standbys go to other zones first, when there are any ("" = unknown).
     """
 
     member_id: str
@@ -32,6 +34,7 @@ class MemberReport:
     lags: Mapping[TaskId, int] = field(default_factory=dict)
     previous_active: frozenset[TaskId] = frozenset()
     previous_standby: frozenset[TaskId] = frozenset()  # standbys and warmups it hosted
+    zone: str = ""
 
 
 @dataclass(frozen=True)

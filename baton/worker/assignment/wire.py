@@ -57,6 +57,7 @@ class Subscription:
     active: frozenset[TaskId] = frozenset()
     standby: frozenset[TaskId] = frozenset()
     endpoint: str = ""  # host:port of its HTTP server (Kafka Streams' application.server)
+    zone: str = ""  # its failure domain: standbys avoid a task's active zone
     # The generation a follow-up rejoin comes after (membership.py, ``_maybe_follow_up``);
     # None at any other join. The leader does not read it: it is there so that the rejoin's
     # metadata differs from the member's last JoinGroup. A known member that rejoins a
@@ -77,6 +78,8 @@ class Subscription:
         }
         if self.endpoint:
             doc["endpoint"] = self.endpoint
+        if self.zone:
+            doc["zone"] = self.zone
         if self.followup_of is not None:
             doc["followup_of"] = self.followup_of
         return orjson.dumps(doc)
@@ -94,6 +97,7 @@ class Subscription:
             active=_parse_tasks(doc.get("active", [])),
             standby=_parse_tasks(doc.get("standby", [])),
             endpoint=str(doc.get("endpoint", "")),
+            zone=str(doc.get("zone", "")),
             followup_of=None if doc.get("followup_of") is None else int(str(doc["followup_of"])),
         )
 

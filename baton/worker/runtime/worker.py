@@ -168,6 +168,7 @@ class Worker:
             ),
             probing_interval_ms=c.probing_rebalance_interval_ms,
             endpoint=self.endpoint,
+            zone=c.zone or "",
             pod_processes=self._pod_processes,
         )
 
