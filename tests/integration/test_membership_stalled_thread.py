@@ -36,12 +36,18 @@ STALL_SECONDS = 75
 
 
 def _workers(
-    bootstrap: str, app: str, topics: tuple[str, str], tmp: Path, *, guarantee: str, flag: Path
+    bootstrap: str,
+    app: str,
+    topics: tuple[str, str],
+    tmp: Path,
+    *,
+    flag: Path,
+    stall_seconds: float,
+    extra_args: list[str],
+    guarantee: str = "exactly_once_v2",
 ) -> tuple[WorkerProcess, WorkerProcess]:
+    """ "first" and "second" of one app; only the first's user code stalls, once ``flag`` exists."""
     source, sink = topics
-    extra = ["-X", f"consumer.session.timeout.ms={SESSION_MS}"]
-    if guarantee == "at_least_once":
-        extra += ["--commit-interval-ms", "1000"]
     first, second = (
         WorkerProcess(
             STALLING,
@@ -54,9 +60,9 @@ def _workers(
                 "CLICKS_TOPIC": source,
                 "COUNTS_TOPIC": sink,
                 "STALL_FLAG": str(flag if name == "first" else tmp / "never"),  # only the first stalls
-                "STALL_SECONDS": str(STALL_SECONDS),
+                "STALL_SECONDS": str(stall_seconds),
             },
-            extra_args=extra,
+            extra_args=extra_args,
         )
         for name in ("first", "second")
     )
@@ -105,8 +111,18 @@ def test_a_thread_stalled_past_the_revocation_wait_never_commits_after_it(
     source = new_topic(4, name=f"{unique_name}-clicks")
     sink = new_topic(4, name=f"{unique_name}-counts")
     flag = tmp_path / "stall"
+    extra = ["-X", f"consumer.session.timeout.ms={SESSION_MS}"]
+    if guarantee == "at_least_once":
+        extra += ["--commit-interval-ms", "1000"]
     first, second = _workers(
-        kafka_bootstrap, unique_name, (source, sink), tmp_path, guarantee=guarantee, flag=flag
+        kafka_bootstrap,
+        unique_name,
+        (source, sink),
+        tmp_path,
+        flag=flag,
+        stall_seconds=STALL_SECONDS,
+        extra_args=extra,
+        guarantee=guarantee,
     )
 
     def errors() -> str:
@@ -179,27 +195,19 @@ def test_a_thread_stuck_for_good_leaves_the_group_and_its_tasks_move(
     source = new_topic(4, name=f"{unique_name}-clicks")
     sink = new_topic(4, name=f"{unique_name}-counts")
     flag = tmp_path / "stall"
-    first, second = (
-        WorkerProcess(
-            STALLING,
-            bootstrap=kafka_bootstrap,
-            application_id=unique_name,
-            state_dir=tmp_path / name,
-            log_path=tmp_path / f"{name}.log",
-            env={
-                "CLICKS_TOPIC": source,
-                "COUNTS_TOPIC": sink,
-                "STALL_FLAG": str(flag if name == "first" else tmp_path / "never"),  # only the first stalls
-                "STALL_SECONDS": "600",
-            },
-            extra_args=[
-                "-X",
-                f"consumer.max.poll.interval.ms={STUCK_POLL_MS}",
-                "-X",
-                f"consumer.session.timeout.ms={STUCK_SESSION_MS}",
-            ],
-        )
-        for name in ("first", "second")
+    first, second = _workers(
+        kafka_bootstrap,
+        unique_name,
+        (source, sink),
+        tmp_path,
+        flag=flag,
+        stall_seconds=600,  # for good, as far as this test goes
+        extra_args=[
+            "-X",
+            f"consumer.max.poll.interval.ms={STUCK_POLL_MS}",
+            "-X",
+            f"consumer.session.timeout.ms={STUCK_SESSION_MS}",
+        ],
     )
     feed = SteadyInput(kafka_bootstrap, source, rate=200)
     try:
