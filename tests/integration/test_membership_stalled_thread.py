@@ -104,7 +104,7 @@ class OffsetSampler:
         self._consumer.close()
 
 
-@pytest.mark.parametrize("guarantee", ["at_least_once"])
+@pytest.mark.parametrize("guarantee", ["exactly_once_v2", "at_least_once"])
 def test_a_thread_stalled_past_the_revocation_wait_never_commits_after_it(
     guarantee: str, kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,31 @@ def test_loader_accepts_a_path_a_module_and_an_attribute(tmp_path: Path) -> None
     assert load("examples.click_counter").subtopologies[0].source_topics == ["clicks"]
     with pytest.raises(ImportError):
         load(f"{module}:missing")
+
+
+def test_a_checkpoint_read_while_another_thread_wipes_the_store_never_meets_it_closed(tmp_path: Path) -> None:
+    """The restorer wipes a store while the processing thread reads its checkpoint for the
+    group's offset sums: the reader saw a closed store and the worker crashed."""
+    store = RocksDBStore(tmp_path / "t" / "s")
+    store.write([(b"k", b"v")], 7)
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            while not done.is_set():
+                assert store.checkpoint() in (None, 7)
+        except BaseException as exc:
+            errors.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for _ in range(200):
+            store.wipe()
+            store.write([(b"k", b"v")], 7)
+    finally:
+        done.set()
+        reader.join()
+        store.close()
+    assert errors == []

@@ -417,29 +417,30 @@ class Membership(threading.Thread):
 
     # -- what the processing thread calls --------------------------------------------------------
     def group_metadata(self) -> bytes:
-        """The fencing identity for ``send_offsets_to_transaction``: this membership's generation.
+        """The fencing identity for ``send_offsets_to_transaction``: the generation and member id
+        under which the processing thread last applied its assignment (:meth:`applied`).
 
-        While the held partitions came under another member id (this member was removed and
-        joined again, its new assignment not applied yet), the old identity, so that the
-        broker refuses their commit. (Naming the applied generation always, as at-least-once
-        commits do, also fences a thread that stalled through a rebalance under the same
-        member id; it was tried on 2026-11-28 and reverted: the extra refused commits exposed
-        a crash on a closed store, see docs/architecture.md.)"""
+        Never the live one. The group may have moved on while the processing thread was away:
+        this member removed and joined again, or (same member id) a rebalance that revoked
+        tasks completed without it, after the revocation's wait for its commit ran out (a
+        thread stalled in user code). The tasks it still holds were held under the old
+        identity, which their commit must name, for the broker to refuse it; the live one
+        would pass, and the task's output would be committed twice. A commit that races an
+        ordinary rebalance (kept partitions, cooperative protocol) is refused the same way,
+        its transaction aborted and redone from the committed offsets: always safe, as in
+        Kafka Streams, where such a commit fails with the consumer's own generation."""
         consumer = self._consumer
         if consumer is None:
             return librdkafka_group_metadata(self.settings.group_id, -1, "", self.settings.instance_id)
         meta = consumer.group_metadata()
-        held = self._held
-        if held is not None and held[1] != str(meta.member_id or ""):
-            return librdkafka_group_metadata(self.settings.group_id, held[0], held[1], meta.group_instance_id)
-        return librdkafka_group_metadata(
-            self.settings.group_id, int(meta.generation_id), str(meta.member_id or ""), meta.group_instance_id
-        )
+        generation, member = self._held or (int(meta.generation_id), str(meta.member_id or ""))
+        return librdkafka_group_metadata(self.settings.group_id, generation, member, meta.group_instance_id)
 
     def commit(self, offsets: Mapping[TP, tuple[int, str]], timeout: float = 30.0) -> None:
         """At-least-once commit of (offset, metadata); raises what the broker said.
 
-        It carries the identity the processing thread last applied: when the group's generation or this member's id is no longer
+        It carries the identity the processing thread last applied, as exactly-once commits do
+        (:meth:`group_metadata`): when the group's generation or this member's id is no longer
         that one, the commit is refused before it is sent (:class:`StaleCommit`), since a
         thread that slept through a rebalance would otherwise move offsets of partitions that
         another member now owns (and has committed further) back."""

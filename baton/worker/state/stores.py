@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import shutil
 import struct
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -95,10 +96,19 @@ class MemoryStore(KeyValueStore):
 
 
 class RocksDBStore(KeyValueStore):
-    """RocksDB through rocksdict, data in the default column family, checkpoint in another."""
+    """RocksDB through rocksdict, data in the default column family, checkpoint in another.
+
+    Two threads touch a store while its task restores: the restorer, which may wipe it (a
+    checkpoint outside the changelog, a snapshot that failed to load), and the processing
+    thread, which reads every open store's checkpoint for the offset sums it reports to the
+    group. A wipe closes and reopens the database, so those two hold one lock: an offset
+    sum read in between met a closed store and the worker crashed (seen after an aborted
+    exactly-once commit, tests/integration/test_membership_lost_mid_join.py).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._open()
 
@@ -126,7 +136,8 @@ class RocksDBStore(KeyValueStore):
         self._db.write(batch)
 
     def checkpoint(self) -> int | None:
-        raw: bytes | None = self._meta_view.get(_CHECKPOINT_KEY)
+        with self._lock:
+            raw: bytes | None = self._meta_view.get(_CHECKPOINT_KEY)
         return None if raw is None else int(_OFFSET.unpack(raw)[0])
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
@@ -145,10 +156,15 @@ class RocksDBStore(KeyValueStore):
         return out
 
     def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         del self._meta_view, self._meta
         self._db.close()
 
     def wipe(self) -> None:
-        self.close()
-        shutil.rmtree(self.path, ignore_errors=True)
-        self._open()
+        with self._lock:
+            self._close()
+            shutil.rmtree(self.path, ignore_errors=True)
+            self._open()
