@@ -33,6 +33,7 @@ PURE = (
     "baton.worker.topology",
     "baton.worker.naming",
     "baton.worker.assignment.assignor",
+    "baton.worker.assignment.fencing",
     "baton.worker.assignment.model",
     "baton.worker.assignment.wire",
     "baton.control.messages",

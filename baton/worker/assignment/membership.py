@@ -44,6 +44,7 @@ from kafka.structs import MemberState, OffsetAndMetadata
 from kafka.structs import TopicPartition as KTopicPartition
 
 from baton.worker.assignment import assignor
+from baton.worker.assignment.fencing import Identity, commit_identity, membership_ended, refused_before_send
 from baton.worker.assignment.model import UNKNOWN_LAG, AssignorConfig, MemberReport
 from baton.worker.assignment.wire import RUNNING, BadUserData, Roles, Subscription, librdkafka_group_metadata
 from baton.worker.naming import TaskId, tasks_for
@@ -173,6 +174,11 @@ class TaskAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         self._m.assignment_received(assignment, generation)
 
 
+def _live(meta: Any) -> Identity:
+    """The identity kafka-python's client has now (its ``group_metadata()``)."""
+    return Identity(int(meta.generation_id), str(meta.member_id or ""))
+
+
 def _stable_at(consumer: KafkaConsumer, generation: int) -> bool:
     """Whether the member is in a stable group at ``generation`` (not rejoining, nothing newer)."""
     meta = consumer.group_metadata()
@@ -228,7 +234,7 @@ class Membership(threading.Thread):
         self._roles = Roles()
         self._probe_at: float | None = None
         self._probe_generation = -1  # the generation whose assignment asked for the probe
-        self._commits: queue.Queue[tuple[dict[TP, tuple[int, str]], tuple[int, str] | None, Future[None]]] = (
+        self._commits: queue.Queue[tuple[dict[TP, tuple[int, str]], Identity | None, Future[None]]] = (
             queue.Queue()
         )
         self._consumer: KafkaConsumer | None = None
@@ -243,7 +249,7 @@ class Membership(threading.Thread):
         self._pod_mates_missing = False  # set by leader_assign, read by the assignment that follows it
         # (generation, member id) of the last assignment the processing thread applied: its tasks
         # are held under it (see applied, group_metadata, _lost_with_membership). One tuple.
-        self._held: tuple[int, str] | None = None
+        self._held: Identity | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _connect(self) -> KafkaConsumer:
@@ -433,8 +439,10 @@ class Membership(threading.Thread):
         if consumer is None:
             return librdkafka_group_metadata(self.settings.group_id, -1, "", self.settings.instance_id)
         meta = consumer.group_metadata()
-        generation, member = self._held or (int(meta.generation_id), str(meta.member_id or ""))
-        return librdkafka_group_metadata(self.settings.group_id, generation, member, meta.group_instance_id)
+        named = commit_identity(self._held, _live(meta))
+        return librdkafka_group_metadata(
+            self.settings.group_id, named.generation, named.member, meta.group_instance_id
+        )
 
     def commit(self, offsets: Mapping[TP, tuple[int, str]], timeout: float = 30.0) -> None:
         """At-least-once commit of (offset, metadata); raises what the broker said.
@@ -463,12 +471,13 @@ class Membership(threading.Thread):
                 offsets, held, future = self._commits.get_nowait()
             except queue.Empty:
                 return
-            live = consumer.group_metadata()
-            if held is not None and (int(live.generation_id), str(live.member_id or "")) != held:
+            live = _live(consumer.group_metadata())
+            if refused_before_send(held, live):
+                assert held is not None
                 future.set_exception(
                     StaleCommit(
-                        f"commit of generation {held[0]} refused: the group is at generation "
-                        f"{live.generation_id} (member {live.member_id}); the tasks will be reprocessed"
+                        f"commit of generation {held.generation} refused: the group is at generation "
+                        f"{live.generation} (member {live.member}); the tasks will be reprocessed"
                     )
                 )
                 continue
@@ -767,12 +776,11 @@ class Membership(threading.Thread):
         held under that assignment's identity from now on. Set here, not when the assignment
         arrives: until then the tasks of an ended membership may still be open, and a commit
         of theirs must name the old identity, for the broker to refuse it."""
-        self._held = (event.generation, event.member)
+        self._held = Identity(event.generation, event.member)
 
     def _membership_continues(self) -> bool:
         """Whether this member is still in the membership its held partitions came under."""
-        held = self._held
-        return held is None or held[1] == self._member_id()
+        return not membership_ended(self._held, self._member_id())
 
     def _member_id(self) -> str:
         consumer = self._consumer
