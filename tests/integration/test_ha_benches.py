@@ -1,9 +1,12 @@
-"""The short variants of ``bench/failover.py`` and ``bench/scaleout.py``.
+"""The short variants of ``bench/failover.py`` (kill and stall) and ``bench/scaleout.py``.
 
 They run the benchmarks on small inputs and check what the long runs report: every task of
-a killed worker with one standby is promoted, none restored from scratch; a scale-out
+a killed worker with one standby is promoted, none restored from scratch; a worker whose
+user code stalls past max.poll.interval.ms leaves the group, another worker promotes every
+task it owned, it rejoins once its thread is back, and the counts stay exact; a scale-out
 hands the newcomer its share as promotions of warm copies. Times are printed by the
-benchmarks and kept in their JSON; no test here fails on a wall-clock threshold.
+benchmarks and kept in their JSON; no test here fails on a wall-clock threshold (the stall
+test's lower bounds are the configuration's: nobody leaves before max.poll.interval.ms).
 """
 
 from __future__ import annotations
@@ -58,6 +61,32 @@ def test_failover_bench_promotes_every_task_of_the_killed_worker(
     assert all(
         p["resume_after_kill_s"] > 0 for s in report["settings"] for t in s["trials"] for p in t["partitions"]
     )
+    assert all(s["counts"]["exact"] for s in report["settings"]), [s["counts"] for s in report["settings"]]
+    assert "| 3 | 1 | 4 | 4 | 0 | 0 |" in proc.stdout
+
+
+def test_failover_bench_moves_every_task_of_a_stalled_worker(kafka_bootstrap: str, tmp_path: Path) -> None:
+    out = tmp_path / "failover-stall.json"
+    # max.poll.interval.ms 8 s and a 25 s stall (past 8 s + the 6 s session and the hand-over)
+    # keep one trial near 25 s; the whole run takes about 50 s here
+    proc = _run(
+        "failover.py", "--bootstrap", kafka_bootstrap, "--keys", "30000", "--workers", "3",
+        "--standbys", "1", "--trials", "1", "--acceptable-recovery-lag", "200", "--fault", "stall",
+        "--max-poll-interval-ms", "8000", "--stall-seconds", "25", "--json", str(out),
+    )  # fmt: skip
+    report = json.loads(out.read_text())
+    assert report["fault"] == "stall" and report["max_poll_interval_ms"] == 8000, report
+    (one,) = report["settings"]
+    (trial,) = one["trials"]
+    victim, moved = trial["victim"], trial["partitions"]
+    assert one["tasks_moved"] == len(moved) == 4, one  # 12 partitions over 3 workers
+    assert all(p["owner"] != victim and p["start"] == "promoted" for p in moved), moved
+    # the stalled member left only once its thread was out max.poll.interval.ms (counted from
+    # its last pass through the loop, a batch before the stalling record: 7.99 s seen), its
+    # tasks moved on after that, and it came back only once its user code returned
+    assert 7 < trial["left_group_s"] < min(p["resume_after_stall_s"] for p in moved), trial
+    assert 25 <= trial["thread_back_s"] <= trial["rejoined_s"], trial
+    assert one["counts"]["exact"] and one["counts"]["clicks"] > 0, one["counts"]
     assert "| 3 | 1 | 4 | 4 | 0 | 0 |" in proc.stdout
 
 

@@ -15,6 +15,7 @@ offsets, sampled every 0.5 s, never go backwards.
 
 from __future__ import annotations
 
+import datetime
 import signal
 import threading
 import time
@@ -233,9 +234,20 @@ def test_a_thread_stuck_for_good_leaves_the_group_and_its_tasks_move(
             wait_for(
                 "the stuck member's partitions never moved on", every_partition_moved_on, deadline, every=1
             )
-            assert _logged(
+            left = _logged_at(
                 first,
                 "processing thread stalled past max.poll.interval.ms; leaving the group until it is back",
+            )
+            assert left, "the stuck member never said it left the group"
+            # A dynamic member's LeaveGroup goes out at once, so the other worker is assigned the
+            # partitions within a heartbeat or two. Closing the client used to run the revocation
+            # listener first, which waited for the stuck thread and blocked the LeaveGroup and the
+            # heartbeats: the partitions moved only when the session (10 s) expired.
+            taken = [t for t in _logged_at(second, "rebalance: assign") if t > left[0]]
+            assert taken, "the other worker was never assigned the stuck member's partitions"
+            assert taken[0] - left[0] < STUCK_SESSION_MS / 2000, (
+                f"the other worker took over {taken[0] - left[0]:.1f} s after the stuck member left: "
+                "it waited for the session to expire (no LeaveGroup sent at once)"
             )
             status, _body = first.http("/healthz")
             assert status != 200, "a member out of the group for a stuck thread is not healthy"
@@ -248,3 +260,12 @@ def test_a_thread_stuck_for_good_leaves_the_group_and_its_tasks_move(
 
 def _logged(worker: WorkerProcess, msg: str) -> bool:
     return any(x.get("msg") == msg for x in worker.logs())
+
+
+def _logged_at(worker: WorkerProcess, msg: str) -> list[float]:
+    """When ``worker`` logged ``msg``: seconds since the epoch, in order."""
+    return [
+        datetime.datetime.fromisoformat(str(x["ts"])).timestamp()
+        for x in worker.logs()
+        if x.get("msg") == msg
+    ]

@@ -297,6 +297,37 @@ def test_standbys_go_to_another_zone_and_a_zone_outage_promotes_every_orphan() -
         assert t in after.members[standby_of[t]].active, t
 
 
+def test_zone_aware_standbys_stay_within_the_fair_share() -> None:
+    """Placed task by task with the zone rule first, one worker kept three standbys and another
+    one (the sticky ones it held before); when its zone went down the survivor holding the
+    most copies could not take them all, and an orphan restored from scratch elsewhere
+    (tests/integration/test_ha_zones.py). The same decision now evens out within the zones."""
+    tasks = [TaskId(0, p) for p in range(12)]
+    held_before = {2: [1, 11], 3: [4, 7, 10], 4: [0, 8], 5: [10]}
+    reports = []
+    for w in range(6):
+        actives_here = frozenset(t for t in tasks if t.partition % 6 == w)
+        standbys_here = frozenset(TaskId(0, p) for p in held_before.get(w, []))
+        reports.append(
+            MemberReport(
+                f"m{w}",
+                f"w{w}",
+                f"node-{w}",
+                dict.fromkeys(actives_here | standbys_here, 0),
+                actives_here,
+                standbys_here,
+                zone="abc"[w // 2],
+            )
+        )
+    result = assign(reports, tasks, set(tasks), AssignorConfig(num_standby_replicas=1))
+    zone = {r.member_id: r.zone for r in reports}
+    owner = {t: mid for mid, a in result.members.items() for t in a.active}
+    assert sorted(len(a.standby) for a in result.members.values()) == [2] * 6
+    for mid, a in result.members.items():
+        for t in a.standby:
+            assert zone[mid] != zone[owner[t]], (t, mid)
+
+
 def test_two_standbys_on_two_hosts_share_the_actives_host_only_when_they_must() -> None:
     tasks = [TaskId(0, p) for p in range(6)]
     group = Group(AssignorConfig(num_standby_replicas=2), tasks, set(tasks))

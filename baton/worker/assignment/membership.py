@@ -224,6 +224,7 @@ class Membership(threading.Thread):
         self._before_join = before_join
         self._last_progress = last_progress
         self.left_for_stall = False  # out of the group while the processing thread is stuck
+        self._closing_lost = False  # closing a client whose partitions were handed back as lost
         self.settings = settings
         self.events: queue.Queue[Event] = queue.Queue()
         self._client_config = client_config
@@ -354,10 +355,7 @@ class Membership(threading.Thread):
         if self._owned:
             self.partitions_lost([KTopicPartition(t, p) for t, p in sorted(self._owned)])
         self._roles = Roles()
-        try:
-            consumer.close(autocommit=False, timeout_ms=5000)
-        except Exception as exc:
-            log.info("closing the membership client failed", extra={"error": str(exc)})
+        self._close_lost(consumer, timeout_ms=5000)
         while self._stalled() and not self._stopping.wait(0.1):
             self._fail_commits()
         log.warning(
@@ -387,11 +385,25 @@ class Membership(threading.Thread):
         if self._owned:
             self.partitions_lost([KTopicPartition(t, p) for t, p in sorted(self._owned)])
         self._roles = Roles()
-        try:
-            consumer.close(autocommit=False, timeout_ms=2000)
-        except Exception as exc:
-            log.info("closing the stuck membership client failed", extra={"error": str(exc)})
+        self._close_lost(consumer, timeout_ms=2000)
         return self._connect()
+
+    def _close_lost(self, consumer: KafkaConsumer, timeout_ms: int) -> None:
+        """Close a client whose partitions were just handed back as lost.
+
+        kafka-python still counts them as its own, and ``close()`` runs the revocation
+        listener first, on its network loop, before it stops heartbeating and leaves the
+        group: that listener must not wait for a processing thread that is stuck (it blocked
+        heartbeats and the LeaveGroup for up to REVOKE_WAIT_SECONDS, found by
+        ``bench/failover.py --fault stall``), nor queue a revocation of tasks already lost.
+        """
+        self._closing_lost = True
+        try:
+            consumer.close(autocommit=False, timeout_ms=timeout_ms)
+        except Exception as exc:
+            log.info("closing the membership client failed", extra={"error": str(exc)})
+        finally:
+            self._closing_lost = False
 
     def _refresh_ends(self, consumer: KafkaConsumer) -> None:
         """Changelog end offsets, read here between polls so the leader's assignment does no I/O."""
@@ -789,6 +801,8 @@ class Membership(threading.Thread):
     def partitions_revoked(self, revoked: Collection[KTopicPartition]) -> None:
         tps = sorted((tp.topic, tp.partition) for tp in revoked)
         self._owned.difference_update(tps)
+        if self._closing_lost:
+            return  # lost already, the processing thread told (_close_lost)
         event = Revoked(tps)
         self.events.put(event)
         if self._stopping.is_set():
