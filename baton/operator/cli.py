@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
 from baton.operator import handlers, leader, rbac
 from baton.operator.builders import desired_objects
+from baton.operator.builders.rack import DEFAULT_NODE_READER_ROLE
 from baton.operator.constants import API_VERSION, KIND
 from baton.operator.kube import Kube
 from baton.operator.metrics import serve_from_env
@@ -76,6 +77,14 @@ from baton.operator.spec import StreamApp
     help="Image of compaction Jobs whose StreamApp sets no spec.compaction.image (needs Java and Spark).",
 )
 @click.option(
+    "--node-reader-role",
+    envvar="BATON_NODE_READER_ROLE",
+    default=DEFAULT_NODE_READER_ROLE,
+    show_default=True,
+    help="The ClusterRole (get on nodes) that the workers of StreamApps with spec.rack are bound to, "
+    "so that each can read its Node's zone label; the chart creates it.",
+)
+@click.option(
     "--workers",
     type=click.IntRange(1, 256),
     default=16,
@@ -100,6 +109,7 @@ def operator(  # noqa: PLR0917 (one parameter per click option)
     liveness: str | None,
     no_kafka: bool,
     compactor_image: str,
+    node_reader_role: str,
     workers: int,
     no_watch_cache: bool,
     verbose: bool,
@@ -132,6 +142,7 @@ def operator(  # noqa: PLR0917 (one parameter per click option)
         options=handlers.Options(
             kafka=not no_kafka,
             compactor_image=compactor_image,
+            node_reader_role=node_reader_role,
             workers=workers,
             watch_cache=not no_watch_cache,
         )
@@ -182,7 +193,16 @@ def _load_docs(path: Path) -> list[dict[str, Any]]:
     show_default=True,
     help="The operator's compactor image (for apps that set no spec.compaction.image).",
 )
-def render(spec: Path, namespace: str | None, rbac_namespace: str | None, compactor_image: str) -> None:
+@click.option(
+    "--node-reader-role",
+    envvar="BATON_NODE_READER_ROLE",
+    default=DEFAULT_NODE_READER_ROLE,
+    show_default=True,
+    help="The operator's node-reader ClusterRole (for apps with spec.rack).",
+)
+def render(
+    spec: Path, namespace: str | None, rbac_namespace: str | None, compactor_image: str, node_reader_role: str
+) -> None:
     """Print the objects the operator would create for the StreamApps in SPEC (no cluster needed)."""
     out: list[dict[str, Any]] = []
     if rbac_namespace:
@@ -193,7 +213,9 @@ def render(spec: Path, namespace: str | None, rbac_namespace: str | None, compac
         if namespace and not doc.get("metadata", {}).get("namespace"):
             doc.setdefault("metadata", {})["namespace"] = namespace
         try:
-            out += desired_objects(StreamApp.from_body(doc), compactor_image=compactor_image)
+            out += desired_objects(
+                StreamApp.from_body(doc), compactor_image=compactor_image, node_reader_role=node_reader_role
+            )
         except (ValidationError, KeyError, ValueError) as exc:
             raise click.ClickException(f"{spec}: invalid StreamApp: {exc}") from exc
     if not out:

@@ -18,6 +18,9 @@ FINALIZER: Final = "baton.dev/operator"
 
 LABEL_APP: Final = "baton.dev/app"
 LABEL_COLOR: Final = "baton.dev/color"
+# On cluster-scoped objects of an app (its workers' ClusterRoleBinding), which no owner
+# reference can tie to the namespaced StreamApp: with LABEL_APP, what they are found by.
+LABEL_NAMESPACE: Final = "baton.dev/namespace"
 ANNOTATION_SPEC_HASH: Final = "baton.dev/spec-hash"
 
 # Inside the worker container.

@@ -5,8 +5,10 @@
   machine and its flips, and sleeps as long as the machine says (seconds during a deploy,
   30 s when stable) or until a change of the app wakes it;
 - any change of a StatefulSet the operator owns: status refresh (fast `kubectl wait`);
-- delete with deletionPolicy DeleteTopics: delete internal topics (kopf's finalizer,
-  added only to apps with that policy, holds the deletion until it is done).
+- delete: delete the app's cluster-scoped objects (its workers' ClusterRoleBinding under
+  spec.rack), which no owner reference ties to it; with deletionPolicy DeleteTopics, also its
+  internal topics. kopf's finalizer (on every StreamApp: its daemon needs one) holds the
+  deletion until both are done.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ import kopf
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
 from baton.operator import reconcile as rec
 from baton.operator.backoff import EndlessBackoff
+from baton.operator.builders.rack import DEFAULT_NODE_READER_ROLE
 from baton.operator.cache import ObjectCache
 from baton.operator.compaction_jobs import COMPONENT, COMPONENT_LABEL, last_result, result_of
 from baton.operator.constants import API_VERSION, FINALIZER, GROUP, KIND, LABEL_APP, PLURAL, VERSION
 from baton.operator.deploy import ANNOTATION_PROMOTE, ANNOTATION_ROLLBACK
-from baton.operator.kube import MANAGED_KINDS, Kube
+from baton.operator.kube import CLUSTER_KINDS, MANAGED_KINDS, Kube
 from baton.operator.metrics import METRICS
 from baton.operator.state import OperatorState
 from baton.operator.status import pods_failing
@@ -40,6 +43,7 @@ class Options:
 
     kafka: bool = True
     compactor_image: str = DEFAULT_COMPACTOR_IMAGE
+    node_reader_role: str = DEFAULT_NODE_READER_ROLE
     workers: int = 16  # passes running at once, over all apps (OperatorState.workers)
     watch_cache: bool = True  # off: every read is a request (to compare, or to rule the cache out)
 
@@ -59,13 +63,15 @@ def _feed(memo: kopf.Memo, body: kopf.Body, type: str | None) -> None:
         cache.observe(dict(body), deleted=type == "DELETED")
 
 
-# Owned kinds, the workers' Pods (their failures go into the status) and the StreamApps.
-CACHED_KINDS = (*MANAGED_KINDS, ("v1", "Pod"), (API_VERSION, KIND))
+# Owned kinds, the cluster-scoped ones made for apps, the workers' Pods (their failures go into
+# the status) and the StreamApps.
+CACHED_KINDS = (*MANAGED_KINDS, *CLUSTER_KINDS, ("v1", "Pod"), (API_VERSION, KIND))
 
 
 def _register_cache_feeds() -> None:
-    """One watch per owned kind (StatefulSets, Pods and StreamApps have handlers of their own)."""
-    for api_version, kind in MANAGED_KINDS:
+    """One watch per owned kind (StatefulSets, Pods and StreamApps have handlers of their own);
+    kopf watches a cluster-scoped kind cluster-wide, also when it watches only some namespaces."""
+    for api_version, kind in (*MANAGED_KINDS, *CLUSTER_KINDS):
         if kind == "StatefulSet":
             continue
         group, _, version = api_version.rpartition("/")
@@ -119,7 +125,7 @@ async def configure(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: An
     settings.execution.max_workers = 8
     # Owned objects are watched with a server-side label selector: never every Service or Role
     # of the cluster, only the operator's.
-    for api_version, kind in MANAGED_KINDS:
+    for api_version, kind in (*MANAGED_KINDS, *CLUSTER_KINDS):
         group, _slash, version = api_version.rpartition("/")
         settings.watching.label_selectors[group, version, kind] = MANAGED_BY
     settings.watching.label_selectors["batch", "v1", "Job"] = MANAGED_BY
@@ -131,6 +137,7 @@ async def configure(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: An
         Kube.connect(cache),
         kafka=options.kafka,
         compactor_image=options.compactor_image,
+        node_reader_role=options.node_reader_role,
         workers=options.workers,
     )
     memo["loop"] = asyncio.get_running_loop()
@@ -325,6 +332,19 @@ async def close(*, memo: kopf.Memo, **_: Any) -> None:
     state: OperatorState | None = memo.get("state")
     if state is not None:
         state.close()
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL, retries=20, backoff=3)
+def release_cluster_objects(*, memo: kopf.Memo, namespace: str | None, name: str, **_: Any) -> None:
+    """Delete the app's ClusterRoleBinding (spec.rack) before kopf lets the app go: the garbage
+    collector cannot, since a namespaced owner cannot own a cluster-scoped object."""
+    assert namespace is not None, "StreamApp is namespaced"
+    try:
+        rec.delete_cluster_objects(_kube(memo), namespace, name)
+    except Exception as exc:
+        if getattr(exc, "status", None) == 403:  # RBAC without ClusterRoleBindings made none either
+            raise kopf.PermanentError(f"cannot list ClusterRoleBindings: {exc}") from exc
+        raise kopf.TemporaryError(f"cannot delete the app's ClusterRoleBinding yet: {exc}", delay=3) from exc
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, when=_delete_topics_policy, retries=20, backoff=3)

@@ -39,6 +39,11 @@ MANAGED_KINDS: tuple[tuple[str, str], ...] = (
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 )
 
+# Cluster-scoped kinds the operator creates for an app (the workers' ClusterRoleBinding under
+# spec.rack). A namespaced StreamApp cannot own them: they are found, pruned and deleted with
+# the app by their labels (builders/rack.py), never by owner reference.
+CLUSTER_KINDS: tuple[tuple[str, str], ...] = (("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),)
+
 RETRIABLE = {409, 429, 500, 502, 503, 504}
 
 
@@ -277,9 +282,21 @@ class Kube:
             return self.cache.matching("v1", "Pod", namespace, labels)
         return self.list("v1", "Pod", namespace, selector)
 
-    def list(self, api_version: str, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+    def labelled(self, api_version: str, kind: str, selector: str) -> list[dict[str, Any]]:
+        """Cluster-scoped objects matching an equality ``selector`` (``a=b,c=d``), from the cache
+        when it covers the kind."""
+        if self.cache is not None and self.cache.covers(api_version, kind):
+            labels = dict(part.split("=", 1) for part in selector.split(",") if part)
+            return self.cache.matching(api_version, kind, "", labels)
+        return self.list(api_version, kind, None, selector)
+
+    def list(self, api_version: str, kind: str, namespace: str | None, selector: str) -> list[dict[str, Any]]:
+        """Objects matching ``selector`` (a GET; ``namespace`` None for a cluster-scoped kind)."""
         listing = with_retries(
             lambda: self._resource(api_version, kind).get(namespace=namespace, label_selector=selector)
         )
         items: list[dict[str, Any]] = listing.to_dict()["items"]
+        for item in items:  # a list's items do not say what they are; delete() needs it
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
         return items

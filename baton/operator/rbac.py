@@ -6,7 +6,10 @@ into what the operator needs in every namespace it watches (namespaced) and what
 cluster-wide operator needs (cluster).
 
 Deliberately absent: Secrets (workers read Kafka credentials through secretKeyRef and a
-secret volume, resolved by the kubelet, never by the operator), creating Pods, and Pods/exec.
+secret volume, resolved by the kubelet, never by the operator), creating Pods, and Pods/exec,
+and the ``bind`` and ``escalate`` verbs: every binding the operator makes grants only what it
+holds itself (the API server checks that), so it holds ``get`` on Nodes to bind the workers
+of zone-aware apps to the node-reader ClusterRole.
 """
 
 from __future__ import annotations
@@ -57,6 +60,22 @@ def cluster_rules() -> list[dict[str, Any]]:
     ]
 
 
+def node_zone_rules() -> list[dict[str, Any]]:
+    """Cluster-scoped, whether the operator watches all namespaces or some: a ClusterRoleBinding
+    per zone-aware app (spec.rack; watched by label, deleted with the app), and ``get`` on
+    Nodes, which the API server requires of whoever binds the node-reader ClusterRole."""
+    return [
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterrolebindings"], "verbs": _OWN},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+    ]
+
+
+def node_reader_rules() -> list[dict[str, Any]]:
+    """The node-reader ClusterRole that zone-aware apps' workers are bound to: read a Node's
+    labels (its zone), nothing else."""
+    return [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+
+
 def leader_election_rules() -> list[dict[str, Any]]:
     """The Lease the replicas elect their leader through, in the operator's own namespace only
     (see baton.operator.leader); ``create`` cannot be limited to a name, so no resourceNames."""
@@ -66,7 +85,8 @@ def leader_election_rules() -> list[dict[str, Any]]:
 
 
 def operator_rules(clusterwide: bool = True) -> list[dict[str, Any]]:
-    return namespaced_rules() + (cluster_rules() if clusterwide else [])
+    """Every rule of a cluster-wide operator (one ClusterRole); namespaced, those of the Roles."""
+    return namespaced_rules() + (cluster_rules() + node_zone_rules() if clusterwide else [])
 
 
 def rbac_objects(
@@ -76,8 +96,10 @@ def rbac_objects(
 
     Cluster-wide: one ClusterRole with every rule. Namespaced (watching ``namespace``): a Role
     with the namespaced rules, plus a ClusterRole with only kopf's cluster-scoped reads
-    (namespaces and CRDs, which kopf watches even in namespaced mode). Either way a Role for
-    the leader-election Lease in ``namespace``.
+    (namespaces and CRDs, which kopf watches even in namespaced mode) and one with the node
+    zone rules. Either way a Role for the leader-election Lease in ``namespace``, and the
+    node-reader ClusterRole ``<name>-node-reader`` (the operator's ``--node-reader-role``
+    default) that zone-aware apps' workers are bound to.
     """
     labels = {"app.kubernetes.io/name": "baton", "app.kubernetes.io/component": "operator"}
     subject = [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}]
@@ -104,11 +126,19 @@ def rbac_objects(
         "metadata": {"name": service_account, "namespace": namespace, "labels": labels},
     }
     election = role("Role", f"{name}-leader-election", leader_election_rules())
+    node_reader = {
+        "apiVersion": f"{rbac}/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": f"{name}-node-reader", "labels": labels},
+        "rules": node_reader_rules(),
+    }
     if clusterwide:
-        return [sa, *role("ClusterRole", name, operator_rules(clusterwide=True)), *election]
+        return [sa, *role("ClusterRole", name, operator_rules(clusterwide=True)), *election, node_reader]
     return [
         sa,
         *role("Role", name, namespaced_rules()),
         *role("ClusterRole", f"{name}-{namespace}-discovery", cluster_rules()),
+        *role("ClusterRole", f"{name}-{namespace}-node-zones", node_zone_rules()),
         *election,
+        node_reader,
     ]

@@ -30,6 +30,7 @@ from baton.operator import coverage, deploy, drift, flips, rolling, topics
 from baton.operator.builders import desired_objects, kafka_access
 from baton.operator.builders.common import selector_string
 from baton.operator.builders.desired import ColorRun, color_runs
+from baton.operator.builders.rack import DEFAULT_NODE_READER_ROLE, binding_selector
 from baton.operator.builders.statefulset import spec_hash
 from baton.operator.constants import API_VERSION, KIND
 from baton.operator.deploy import (
@@ -40,7 +41,7 @@ from baton.operator.deploy import (
     Plan,
 )
 from baton.operator.deploy_record import Assignment, DeployRecord, from_status, spec_json, to_status
-from baton.operator.kube import Kube, RefusedError
+from baton.operator.kube import CLUSTER_KINDS, Kube, RefusedError
 from baton.operator.metrics import METRICS
 from baton.operator.spec import StreamApp
 from baton.operator.state import FlipResult, OperatorState
@@ -318,7 +319,15 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
         runs_now = color_runs(app, plan.record)
         if apply or runs_now != runs:
             outcome.error = _apply_all(
-                kube, app, body, events, outcome, runs_now, plan.flip_in_progress, state.compactor_image
+                kube,
+                app,
+                body,
+                events,
+                outcome,
+                runs_now,
+                plan.flip_in_progress,
+                state.compactor_image,
+                state.node_reader_role,
             )
         if outcome.error is not None:  # nothing applied: the machine's step did not happen
             plan, runs_now = None, runs
@@ -438,6 +447,7 @@ def _apply_all(  # noqa: PLR0917
     runs: dict[Color, ColorRun] | None = None,
     flip_in_progress: bool = False,
     compactor_image: str = DEFAULT_COMPACTOR_IMAGE,
+    node_reader_role: str = DEFAULT_NODE_READER_ROLE,
 ) -> str | None:
     """Apply the objects that differ from what is live (see baton.operator.drift); dry-run
     them all first, so a spec the cluster refuses is never half-applied."""
@@ -445,14 +455,24 @@ def _apply_all(  # noqa: PLR0917
         objects = [
             drift.stamped(o)
             for o in desired_objects(
-                app, runs, flip_in_progress=flip_in_progress, compactor_image=compactor_image
+                app,
+                runs,
+                flip_in_progress=flip_in_progress,
+                compactor_image=compactor_image,
+                node_reader_role=node_reader_role,
             )
         ]
     except ValueError as exc:
         events(body, "Warning", "SpecRefused", str(exc))
         return str(exc)
     live = {
-        _ref(o): kube.get(o["apiVersion"], o["kind"], o["metadata"]["name"], app.namespace) for o in objects
+        _ref(o): kube.get(
+            o["apiVersion"],
+            o["kind"],
+            o["metadata"]["name"],
+            "" if (o["apiVersion"], o["kind"]) in CLUSTER_KINDS else app.namespace,
+        )
+        for o in objects
     }
     changed = [o for o in objects if not drift.up_to_date(live[_ref(o)], o)]
     try:
@@ -471,7 +491,10 @@ def _apply_all(  # noqa: PLR0917
             outcome.applied.append(_ref(obj))
             events(body, "Normal", "Updated", f"updated {_ref(obj)} to generation {app.generation}")
     wanted = {(o["kind"], o["metadata"]["name"]) for o in objects}
-    for obj in kube.owned(app.name, app.uid or "", app.namespace):
+    owned = kube.owned(app.name, app.uid or "", app.namespace)
+    for api_version, kind in CLUSTER_KINDS:  # no owner reference: the app's by its labels
+        owned += kube.labelled(api_version, kind, binding_selector(app.namespace, app.name))
+    for obj in owned:
         if (obj["kind"], obj["metadata"]["name"]) not in wanted:
             kube.delete(obj)
             outcome.pruned.append(_ref(obj))
@@ -558,6 +581,17 @@ def refresh_status(
     with state.lock(f"{namespace}/{name}"):
         done = _pass(state, namespace, name, events, None, apply=False)
     return done[0].status if done is not None else None
+
+
+def delete_cluster_objects(kube: Kube, namespace: str, name: str) -> list[str]:
+    """The deleted app's cluster-scoped objects (its workers' ClusterRoleBinding), which the
+    garbage collector cannot tie to it: deleted by their labels, as listed now (finalizer step)."""
+    deleted = []
+    for api_version, kind in CLUSTER_KINDS:
+        for obj in kube.list(api_version, kind, None, binding_selector(namespace, name)):
+            kube.delete(obj)
+            deleted.append(_ref(obj))
+    return deleted
 
 
 def delete_topics(state: OperatorState, body: dict[str, Any], events: EventSink) -> list[str]:

@@ -141,6 +141,20 @@ class PodTemplateSpec(_Model):
     image_pull_secrets: list[SecretRef] = Field(default_factory=list)
 
 
+class RackSpec(_Model):
+    """Strimzi's rack: each worker reads this label of its Node at start and takes its value as
+    its zone (standbys go to other zones first; the consumers' ``client.rack``)."""
+
+    topology_key: str = "topology.kubernetes.io/zone"
+
+
+class PlacementSpec(_Model):
+    """How each color's Pods spread: pod anti-affinity per ``topology_key`` (a Node label)."""
+
+    anti_affinity: Literal["Preferred", "Required", "None"] = "Preferred"
+    topology_key: str = "kubernetes.io/hostname"
+
+
 class UpgradeSpec(_Model):
     strategy: Literal["BlueGreen", "Rolling"] = "BlueGreen"
     auto_promote: bool = True
@@ -221,6 +235,8 @@ class StreamAppSpec(_Model):
     state: StateSpec = Field(default_factory=StateSpec)
     resources: ResourcesSpec | None = None
     pod_template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
+    rack: RackSpec | None = None
+    placement: PlacementSpec = Field(default_factory=PlacementSpec)
     upgrade: UpgradeSpec = Field(default_factory=UpgradeSpec)
     compaction: CompactionSpec = Field(default_factory=CompactionSpec)
     paused: bool = False

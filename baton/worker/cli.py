@@ -113,7 +113,19 @@ from baton.worker.processes.join import JoinBarrier
 @click.option(
     "--zone",
     envvar="BATON_ZONE",
-    help="The failure domain (zone) this worker runs in: a task's standbys go to other zones first.",
+    help="The failure domain (zone) this worker runs in: a task's standbys go to other zones first, "
+    "and the consumers fetch from replicas in it (client.rack).",
+)
+@click.option(
+    "--zone-node-label",
+    envvar="BATON_ZONE_NODE_LABEL",
+    help="Without --zone: read the zone from this label of the Kubernetes Node --node-name at start "
+    "(e.g. topology.kubernetes.io/zone); the operator sets it for spec.rack.",
+)
+@click.option(
+    "--node-name",
+    envvar="BATON_NODE_NAME",
+    help="The Kubernetes Node this worker runs on (the downward API's spec.nodeName).",
 )
 @kafka_options
 def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> None:
@@ -135,6 +147,10 @@ def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> N
     # which of a pod's processes speaks: its instance id, or (dynamic members) its place in the pod
     member = config.instance_id or (None if barrier is None else f"process-{barrier.index}")
     logs.setup(config.application_id, member=member)
+    if config.zone_node_label and not config.zone:  # spec.rack: the zone is the Node's label
+        from baton.worker.zone import with_node_zone
+
+        config = with_node_zone(config)
     try:  # one line for a broker that cannot be reached or refuses us, not pages of librdkafka's
         preflight.check(config.kafka_settings())
     except preflight.KafkaUnreachable as exc:

@@ -97,7 +97,21 @@ class WorkerConfig(BaseSettings):
         default=None,
         description="The failure domain this process runs in (a node's topology.kubernetes.io/zone): "
         "the assignor puts a task's standbys in other zones first, as Kafka Streams' rack-aware "
-        "standbys do; unset: standbys only avoid the active's host",
+        "standbys do; also the consumers' client.rack (follower fetching, KIP-392) unless the Kafka "
+        "settings name one; unset: standbys only avoid the active's host",
+        max_length=253,
+    )
+    zone_node_label: str | None = Field(
+        default=None,
+        description="Read the zone from this label of the worker's Kubernetes Node (node_name) "
+        "through the Kubernetes API at start, unless zone is given; a Node without the label "
+        "leaves the zone unset (a warning says so). Strimzi's rack.topologyKey",
+        max_length=317,
+    )
+    node_name: str | None = Field(
+        default=None,
+        description="The Kubernetes Node this worker runs on (the downward API's spec.nodeName); "
+        "zone_node_label reads its label",
         max_length=253,
     )
     metrics_port: int = Field(
@@ -154,6 +168,15 @@ class WorkerConfig(BaseSettings):
         description="A properties file of librdkafka settings (key=value lines, as a client.properties): "
         "security.protocol, ssl.*, sasl.*, and tuning",
     )
+
+    @model_validator(mode="after")
+    def _zone_source(self) -> WorkerConfig:
+        if self.zone_node_label and not self.node_name:
+            raise ValueError(
+                "zone_node_label needs node_name: the Kubernetes Node whose label is read "
+                "(BATON_NODE_NAME, from the downward API's spec.nodeName)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _kafka_settings(self) -> WorkerConfig:

@@ -231,6 +231,32 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
         _spec(deletionPolicy="Delete"),
         ["spec.deletionPolicy", 'Unsupported value: "Delete"'],
     ),
+    (
+        "anti-affinity-enum",
+        _spec(placement={"antiAffinity": "required"}),
+        [
+            "spec.placement.antiAffinity",
+            'Unsupported value: "required"',
+            '"Preferred"',
+            '"Required"',
+            '"None"',
+        ],
+    ),
+    (
+        "placement-topology-key",
+        _spec(placement={"antiAffinity": "Required", "topologyKey": "zone please"}),
+        ["spec.placement.topologyKey", "must be a Node label key like kubernetes.io/hostname"],
+    ),
+    (
+        "rack-topology-key",
+        _spec(rack={"topologyKey": "topology.kubernetes.io/"}),
+        ["spec.rack.topologyKey", "must be a Node label key like topology.kubernetes.io/zone"],
+    ),
+    (
+        "placement-and-pod-affinity",
+        _spec(placement={"antiAffinity": "Required"}, podTemplate={"affinity": {"nodeAffinity": {}}}),
+        ["spec.placement", "must keep its defaults when spec.podTemplate.affinity is set"],
+    ),
 ]
 
 
@@ -412,3 +438,29 @@ def test_strimzi_shaped_kafka_access_is_accepted(
     out = kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(doc))
     applied = json.loads(out.stdout)["spec"]["kafka"]
     assert applied["authentication"]["type"] == kafka["authentication"]["type"]
+
+
+def test_zones_and_placement_are_accepted_and_defaulted(
+    crds: None, kubectl: KubectlFn, namespace: str
+) -> None:
+    """spec.rack: {} means the zone label; placement defaults to what Pods always had; a
+    podTemplate.affinity with placement at its defaults is fine."""
+    body = example_manifest(namespace, rack={}, podTemplate={"affinity": {"nodeAffinity": {}}})
+    body["spec"].pop("placement", None)
+    kubectl("create", "-f", "-", input=json.dumps(body))
+    spec = json.loads(kubectl("get", "sapp", "click-counter", "-n", namespace, "-o", "json").stdout)["spec"]
+    assert spec["rack"] == {"topologyKey": "topology.kubernetes.io/zone"}
+    assert spec["placement"] == {"antiAffinity": "Preferred", "topologyKey": "kubernetes.io/hostname"}
+    for placement in (
+        {"antiAffinity": "Required", "topologyKey": "topology.kubernetes.io/zone"},
+        {"antiAffinity": "None"},
+    ):
+        ok = example_manifest(namespace, placement=placement, rack={"topologyKey": "example.com/rack"})
+        kubectl(
+            "create",
+            "--dry-run=server",
+            "-f",
+            "-",
+            input=json.dumps(ok | {"metadata": {"name": "b", "namespace": namespace}}),
+        )
+    assert "Strimzi's rack" in kubectl("explain", "sapp.spec.rack").stdout

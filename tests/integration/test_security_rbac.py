@@ -154,6 +154,12 @@ def test_namespaced_operator_can_do_its_job_and_no_more(
             )
             == []
         )
+        # Zone awareness (spec.rack): a ClusterRoleBinding per app to the node reader, which it
+        # may grant because it holds get on nodes itself; no bind, no other access to Nodes.
+        zones = [("create", "clusterrolebindings.rbac.authorization.k8s.io"), ("get", "nodes")]
+        assert check(kubectl, sa, None, zones, True) == []
+        never = [("list", "nodes"), ("patch", "nodes"), ("bind", "clusterroles.rbac.authorization.k8s.io")]
+        assert check(kubectl, sa, None, never, False) == []
         # The leader-election Lease: in its own namespace only.
         lease = [("get", "leases.coordination.k8s.io"), ("update", "leases.coordination.k8s.io")]
         assert check(kubectl, sa, namespace, lease, want=True) == []

@@ -130,19 +130,31 @@ def test_default_install_is_cluster_wide_with_two_restricted_replicas() -> None:
         == binding["subjects"]
     )
     assert [r["metadata"]["name"] for r in find(objs, "Role")] == ["rel-baton-leader-election"]
+    # zone-aware apps' workers are bound to the node reader, which the operator is told of
+    reader = one(objs, "ClusterRole", "rel-baton-node-reader")
+    assert canonical(reader["rules"]) == canonical(rbac.node_reader_rules())
+    assert "--node-reader-role=rel-baton-node-reader" in args
     for optional in ("ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap"):
         assert not find(objs, optional), f"{optional} is off by default"
 
 
-def test_namespaced_install_grants_only_discovery_cluster_wide() -> None:
+def test_namespaced_install_grants_only_discovery_and_node_zones_cluster_wide() -> None:
     objs = render({"operator.watchNamespaces": '["apps","apps-2"]'})
-    # Same split as rbac.rbac_objects(namespaced): a Role per namespace, cluster-scoped reads only.
-    builder = {o["kind"]: o for o in rbac.rbac_objects("rel-baton", "baton-system", clusterwide=False)}
-    (cluster_role,) = find(objs, "ClusterRole")
-    assert cluster_role["metadata"]["name"] == "rel-baton-baton-system-discovery"
-    assert canonical(cluster_role["rules"]) == canonical(builder["ClusterRole"]["rules"])
-    assert all(v in ("list", "watch") for r in cluster_role["rules"] for v in r["verbs"])
-    assert one(objs, "ClusterRoleBinding")["roleRef"]["name"] == cluster_role["metadata"]["name"]
+    # Same split as rbac.rbac_objects(namespaced): a Role per namespace, and cluster-wide only
+    # kopf's reads and the zone-aware apps' ClusterRoleBindings.
+    builder = {
+        o["metadata"]["name"].removeprefix("rel-baton-"): o
+        for o in rbac.rbac_objects("rel-baton", "baton-system", clusterwide=False, name="rel-baton")
+        if o["kind"] == "ClusterRole"
+    }
+    roles = {r["metadata"]["name"].removeprefix("rel-baton-"): r for r in find(objs, "ClusterRole")}
+    assert set(roles) == set(builder) == {"baton-system-discovery", "baton-system-node-zones", "node-reader"}
+    for name, role in roles.items():
+        assert canonical(role["rules"]) == canonical(builder[name]["rules"]), name
+    assert all(v in ("list", "watch") for r in roles["baton-system-discovery"]["rules"] for v in r["verbs"])
+    assert canonical(roles["baton-system-node-zones"]["rules"]) == canonical(rbac.node_zone_rules())
+    bound = {b["roleRef"]["name"] for b in find(objs, "ClusterRoleBinding")}
+    assert bound == {"rel-baton-baton-system-discovery", "rel-baton-baton-system-node-zones"}
     assert one(objs, "Role", "rel-baton-leader-election", "baton-system")
     for ns in ("apps", "apps-2"):
         role = one(objs, "Role", "rel-baton", ns)

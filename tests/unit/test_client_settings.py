@@ -11,12 +11,13 @@ from baton.worker.runtime.clients import ClientSettings
 pytestmark = pytest.mark.unit
 
 
-def _clients(**kafka_config: str) -> ClientSettings:
+def _clients(zone: str | None = None, **kafka_config: str) -> ClientSettings:
     config = WorkerConfig(
         topology="examples/click_counter.py",
         bootstrap_servers="kafka:9092",
         application_id="clicks",
         kafka_config=kafka_config,
+        zone=zone,
     )
     return ClientSettings(config, "blue-0")
 
@@ -41,3 +42,17 @@ def test_the_group_member_heartbeats_every_second_unless_told_otherwise() -> Non
     assert (
         _clients(**{"consumer.heartbeat.interval.ms": "3000"}).membership()["heartbeat_interval_ms"] == 3000
     )
+
+
+def test_a_worker_with_a_zone_fetches_from_its_zone() -> None:
+    """client.rack (KIP-392) on the consumers (the data consumer's settings are the restore and
+    standby consumer's too); a producer fetches nothing, and a worker without a zone sets none."""
+    clients = _clients(zone="eu-west-1b")
+    assert clients.consumer()["client.rack"] == "eu-west-1b"
+    assert "client.rack" not in clients.producer()
+    assert "client.rack" not in _clients().consumer()
+
+
+@pytest.mark.parametrize("key", ["client.rack", "consumer.client.rack"])
+def test_the_users_client_rack_wins_over_the_zone(key: str) -> None:
+    assert _clients(zone="eu-west-1b", **{key: "use1-az2"}).consumer()["client.rack"] == "use1-az2"

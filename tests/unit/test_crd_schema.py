@@ -136,7 +136,7 @@ def test_spec_model_matches_the_crd() -> None:
 def test_object_defaults_are_complete() -> None:
     """Objects with nested defaults are defaulted themselves, so the defaults always apply."""
     props = spec_schema()["properties"]
-    for name in ("worker", "state", "upgrade", "compaction"):
+    for name in ("worker", "state", "upgrade", "compaction", "placement"):
         assert props[name].get("default") == {}, name
 
 

@@ -26,16 +26,19 @@ def _baton_names(env: list[dict[str, Any]]) -> set[str]:
     return {e["name"] for e in env if e["name"].startswith("BATON_")}
 
 
-def _resolve(env: list[dict[str, Any]], pod: str, secret: dict[str, str]) -> dict[str, str]:
+def _resolve(
+    env: list[dict[str, Any]], pod: str, secret: dict[str, str], node: str = "node-a"
+) -> dict[str, str]:
     """What the kubelet does: fieldRef, secretKeyRef, and $(VAR) expansion of earlier variables."""
     out: dict[str, str] = {}
+    fields = {"metadata.name": pod, "spec.nodeName": node}
     for e in env:
         if "value" in e:
             out[e["name"]] = re.sub(
                 r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: out.get(m.group(1), m.group(0)), e["value"]
             )
-        elif e["valueFrom"].get("fieldRef", {}).get("fieldPath") == "metadata.name":
-            out[e["name"]] = pod
+        elif e["valueFrom"].get("fieldRef", {}).get("fieldPath") in fields:
+            out[e["name"]] = fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
         else:
             out[e["name"]] = secret[e["valueFrom"]["secretKeyRef"]["key"]]
     return out
@@ -52,10 +55,11 @@ def test_every_baton_variable_is_a_worker_setting() -> None:
 # Adding a WorkerConfig field makes the next test fail until it is mapped here or in the spec.
 NOT_IN_SPEC_YET = {
     "state_cleanup_delay_ms",  # Kafka Streams' state.cleanup.delay.ms; its default suits Pods
-    # a Pod's zone is its Node's topology.kubernetes.io/zone label, which the downward API does
-    # not give: the operator would read the Node (as Strimzi does for client.rack); not yet
-    "zone",
 }
+# A Pod's zone is its Node's label, which the downward API does not give: under spec.rack the
+# operator passes the Node's name and the label, and the worker reads the zone itself.
+ONLY_WITH_RACK = {"node_name", "zone_node_label"}
+ZONE_FROM_THE_NODE = {"zone"}
 # For people running `baton run` by hand: the operator passes every Kafka setting in
 # BATON_KAFKA_CONFIG (Secrets as $(VAR) references and mounted files), never a file of its own.
 FOR_PEOPLE = {"kafka_config_file"}
@@ -70,9 +74,31 @@ def test_blue_green_sets_every_worker_setting() -> None:
         {f for f in ALL_FIELDS if env_var(f) not in names}
         - NOT_IN_SPEC_YET
         - ONLY_WITH_COMPACTION
+        - ONLY_WITH_RACK
+        - ZONE_FROM_THE_NODE
         - FOR_PEOPLE
     )
     assert missing == set(), f"WorkerConfig fields the operator does not set: {sorted(missing)}"
+    assert not _baton_names(worker_env(app(), "green")) & {env_var(f) for f in ONLY_WITH_RACK}
+
+
+def test_rack_makes_the_worker_read_its_nodes_label(monkeypatch: pytest.MonkeyPatch) -> None:
+    """spec.rack: the Node's name from the downward API and the label to read, which parse into
+    a WorkerConfig that looks its zone up (baton/worker/zone.py); the zone itself is not set."""
+    sample = app(rack={"topologyKey": "example.com/rack"})
+    env = worker_env(sample, "blue")
+    assert {"name": "BATON_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in env
+    assert {"name": "BATON_ZONE_NODE_LABEL", "value": "example.com/rack"} in env
+    assert "BATON_ZONE" not in _baton_names(env)
+    for name in list(__import__("os").environ):
+        if name.startswith("BATON_"):
+            monkeypatch.delenv(name)
+    for name, value in _resolve(env, "click-counter-blue-0", {}, node="node-7").items():
+        monkeypatch.setenv(name, value)
+    cfg = WorkerConfig()  # type: ignore[call-arg]
+    assert (cfg.node_name, cfg.zone_node_label, cfg.zone) == ("node-7", "example.com/rack", None)
+    default = worker_env(app(rack={}), "blue")
+    assert {"name": "BATON_ZONE_NODE_LABEL", "value": "topology.kubernetes.io/zone"} in default
 
 
 def test_workers_read_the_snapshots_the_compactor_writes() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from baton.operator.builders import desired_objects
-from baton.operator.rbac import operator_rules, rbac_objects
+from baton.operator.builders.rack import DEFAULT_NODE_READER_ROLE
+from baton.operator.rbac import node_reader_rules, node_zone_rules, operator_rules, rbac_objects
 from tests.support.samples import app
 
 pytestmark = pytest.mark.unit
@@ -65,7 +66,7 @@ def test_least_privilege() -> None:
 
 
 def test_rbac_objects_bind_the_service_account() -> None:
-    sa, role, binding, lease_role, lease_binding = rbac_objects("baton-operator", "baton-system")
+    sa, role, binding, lease_role, lease_binding, _reader = rbac_objects("baton-operator", "baton-system")
     assert (lease_role["kind"], lease_binding["kind"]) == ("Role", "RoleBinding")
     assert sa["metadata"] == {
         "name": "baton-operator",
@@ -76,8 +77,41 @@ def test_rbac_objects_bind_the_service_account() -> None:
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "baton-operator", "namespace": "baton-system"}
     ]
-    _, ns_role, ns_binding, discovery, *_ = rbac_objects("op", "team-a", clusterwide=False)
+    _, ns_role, ns_binding, discovery, _, zones, zones_binding, *_ = rbac_objects(
+        "op", "team-a", clusterwide=False
+    )
     assert ns_role["kind"] == "Role" and ns_role["metadata"]["namespace"] == "team-a"
     assert ns_binding["roleRef"]["kind"] == "Role"
     assert discovery["kind"] == "ClusterRole"
     assert {v for r in discovery["rules"] for v in r["verbs"]} == {"list", "watch"}
+    assert (zones["kind"], zones["metadata"]["name"]) == ("ClusterRole", "baton-operator-team-a-node-zones")
+    assert zones["rules"] == node_zone_rules()
+    assert zones_binding["roleRef"]["name"] == zones["metadata"]["name"]
+
+
+def test_zone_awareness_grants_reading_nodes_and_binding_only_that() -> None:
+    """The operator binds zone-aware apps' workers to the node reader: it holds what that role
+    grants (get nodes) and may manage ClusterRoleBindings, but neither bind nor escalate, so
+    the API server lets it grant nothing beyond get on nodes."""
+    rules = operator_rules(clusterwide=True)
+    assert _allows(rules, "", "nodes", "get")
+    assert not _allows(rules, "", "nodes", "list") and not _allows(rules, "", "nodes", "patch")
+    for verb in ("create", "patch", "delete", "list", "watch"):
+        assert _allows(rules, "rbac.authorization.k8s.io", "clusterrolebindings", verb), verb
+    for verb in ("bind", "escalate"):
+        assert not any(verb in r["verbs"] for r in rules), verb
+    assert not _allows(rules, "rbac.authorization.k8s.io", "clusterroles", "create")
+    assert not _allows(operator_rules(clusterwide=False), "", "nodes", "get"), "cluster-scoped: not in Roles"
+    for clusterwide in (True, False):
+        (reader,) = [
+            o
+            for o in rbac_objects("baton-operator", "baton-system", clusterwide=clusterwide)
+            if o["metadata"]["name"].endswith("-node-reader")
+        ]
+        assert reader["kind"] == "ClusterRole"
+        assert reader["metadata"]["name"] == DEFAULT_NODE_READER_ROLE, "the operator's default role"
+        assert (
+            reader["rules"]
+            == node_reader_rules()
+            == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+        )

@@ -134,3 +134,20 @@ def test_out_of_range_values_are_usage_errors(
     assert result.exit_code == 2, result.output
     assert f"{flag}: " in result.output  # the flag, named as the user typed it
     assert "config" not in captured
+
+
+def test_a_node_label_needs_the_node_and_a_given_zone_wins(captured: dict[str, WorkerConfig]) -> None:
+    result = _invoke([*BASE, "--zone-node-label", "topology.kubernetes.io/zone"])
+    assert result.exit_code == 2, result.output
+    assert "zone_node_label needs node_name" in result.output
+    assert "config" not in captured
+    # --zone given outright: no Node is read (nothing here could answer), the zone is as given
+    env = {"BATON_ZONE_NODE_LABEL": "topology.kubernetes.io/zone", "BATON_NODE_NAME": "node-a"}
+    result = _invoke([*BASE, "--zone", "zone-b"], env=env)
+    assert result.exit_code == 0, result.output
+    config = captured["config"]
+    assert (config.zone, config.node_name, config.zone_node_label) == (
+        "zone-b",
+        "node-a",
+        "topology.kubernetes.io/zone",
+    )

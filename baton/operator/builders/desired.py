@@ -13,6 +13,7 @@ from baton.compactor.sparkapp import scheduled_spark_application
 from baton.control.messages import Color
 from baton.operator.builders.env import kafka_client_env
 from baton.operator.builders.pdb import pod_disruption_budget
+from baton.operator.builders.rack import DEFAULT_NODE_READER_ROLE, node_reader_binding, zone_aware
 from baton.operator.builders.service import headless_service
 from baton.operator.builders.serviceaccount import service_account
 from baton.operator.builders.snapshots import object_store_env
@@ -71,12 +72,16 @@ def desired_objects(
     *,
     flip_in_progress: bool = False,
     compactor_image: str = DEFAULT_IMAGE,
+    node_reader_role: str = DEFAULT_NODE_READER_ROLE,
 ) -> list[dict[str, Any]]:
-    """ServiceAccount first (Pods need it), then per color: Service, PDB, StatefulSet; then the
-    compactor's ServiceAccount, Role, RoleBinding and CronJob or ScheduledSparkApplication
-    (suspended while a flip is in progress)."""
+    """ServiceAccount first (Pods need it), and its ClusterRoleBinding to ``node_reader_role``
+    while a color runs with spec.rack (before the Pods that read their Node); then per color:
+    Service, PDB, StatefulSet; then the compactor's ServiceAccount, Role, RoleBinding and CronJob
+    or ScheduledSparkApplication (suspended while a flip is in progress)."""
     runs = runs or color_runs(app, None)
     objects: list[dict[str, Any]] = [service_account(app)]
+    if any(zone_aware((runs.get(c) or ColorRun(app)).app) for c in app.colors):
+        objects.append(node_reader_binding(app, node_reader_role))
     for color in app.colors:
         run = runs.get(color) or ColorRun(app)
         objects += [

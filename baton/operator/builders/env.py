@@ -11,6 +11,7 @@ from typing import Any
 
 from baton.control.messages import Color
 from baton.operator.builders.kafka_access import SASL_PASSWORD_VAR, SASL_USERNAME_VAR, pod_access
+from baton.operator.builders.rack import rack_env
 from baton.operator.builders.snapshots import object_store_env, snapshot_source
 
 __all__ = ["SASL_PASSWORD_VAR", "SASL_USERNAME_VAR", "kafka_client_env", "kafka_config", "worker_env"]
@@ -60,6 +61,8 @@ def worker_env(app: StreamApp, color: Color, generation: int = 0) -> list[dict[s
         {"name": env_var("instance_id"), "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         # the pod: with processesPerPod > 1 each process has its own instance id, one host
         {"name": env_var("host"), "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        # spec.rack: the zone is the Node's label, which the worker reads at start
+        *rack_env(app),
         # interactive queries: the pod's DNS name under the color's headless Service; each
         # process adds the port it serves on
         _value("application_server", f"$({env_var('host')}).{app.name}-{color}.{app.namespace}.svc"),

@@ -1,4 +1,6 @@
-"""The workers' ServiceAccount: an identity with no API access (token not even mounted)."""
+"""The workers' ServiceAccount: no API access and no token mounted, except that under
+``spec.rack`` it may ``get`` Nodes (builders/rack.py: a ClusterRoleBinding, and a projected
+token in the Pods)."""
 
 from __future__ import annotations
 

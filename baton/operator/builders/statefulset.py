@@ -20,6 +20,7 @@ from baton.operator.builders.common import (
 )
 from baton.operator.builders.env import worker_env
 from baton.operator.builders.kafka_access import pod_access
+from baton.operator.builders.rack import api_access
 from baton.operator.builders.snapshots import snapshot_volumes
 from baton.operator.constants import (
     ANNOTATION_SPEC_HASH,
@@ -28,7 +29,7 @@ from baton.operator.constants import (
     RUN_AS_USER,
     STATE_DIR,
 )
-from baton.operator.spec import StreamApp, StreamAppSpec
+from baton.operator.spec import PlacementSpec, StreamApp, StreamAppSpec
 
 STATE_VOLUME = "state"
 
@@ -38,9 +39,16 @@ STATE_VOLUME = "state"
 NOT_DEPLOYED = frozenset({"replicas", "paused", "upgrade", "compaction", "deletion_policy"})
 
 
+# Fields added after the first release, hashed only when they differ from their defaults: an
+# operator upgrade then leaves the revision of an app that does not use them as it was (a new
+# revision is a blue-green deploy of every such app), and their defaults render what it ran.
+HASHED_WHEN_SET: dict[str, Any] = {"rack": None, "placement": PlacementSpec()}
+
+
 def spec_hash(spec: StreamAppSpec) -> str:
     """A short hash of what a color's Pods run: status shows which spec each color has."""
-    raw = json.dumps(spec.model_dump(mode="json", by_alias=True, exclude=set(NOT_DEPLOYED)), sort_keys=True)
+    exclude = set(NOT_DEPLOYED) | {f for f, default in HASHED_WHEN_SET.items() if getattr(spec, f) == default}
+    raw = json.dumps(spec.model_dump(mode="json", by_alias=True, exclude=exclude), sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
@@ -65,19 +73,27 @@ def pod_security_context() -> dict[str, Any]:
     }
 
 
-def _default_affinity(app: StreamApp, color: Color) -> dict[str, Any]:
-    """Prefer one Pod of a color per node, so losing a node loses few tasks at once."""
+def placement_affinity(app: StreamApp, color: Color) -> dict[str, Any] | None:
+    """Pod anti-affinity between the Pods of one color per ``spec.placement`` (None: none).
+
+    Preferred (the default, per node): the scheduler spreads a color's Pods over nodes (or
+    zones) when it can, so losing one loses few tasks at once, and still runs them all when
+    there are fewer nodes than Pods. Required: at most one Pod of a color per node (zone); a
+    Pod with no such domain left stays Pending. The colors do not repel each other: the idle
+    color may share nodes with the active one.
+    """
+    placement = app.spec.placement
+    term = {
+        "topologyKey": placement.topology_key,
+        "labelSelector": {"matchLabels": selector_labels(app, color)},
+    }
+    if placement.anti_affinity == "None":
+        return None
+    if placement.anti_affinity == "Required":
+        return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
     return {
         "podAntiAffinity": {
-            "preferredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "weight": 100,
-                    "podAffinityTerm": {
-                        "topologyKey": "kubernetes.io/hostname",
-                        "labelSelector": {"matchLabels": selector_labels(app, color)},
-                    },
-                }
-            ]
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]
         }
     }
 
@@ -103,7 +119,11 @@ def _volumes(app: StreamApp) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
         volumes.append({"name": STATE_VOLUME, "emptyDir": {}})
     tls_volumes, tls_mounts = kafka_secret_volumes(app)
     more_volumes, more_mounts = snapshot_volumes(app)
-    return volumes + tls_volumes + more_volumes, mounts + tls_mounts + more_mounts
+    api_volumes, api_mounts = api_access(app)
+    return (
+        volumes + tls_volumes + more_volumes + api_volumes,
+        mounts + tls_mounts + more_mounts + api_mounts,
+    )
 
 
 def kafka_secret_volumes(app: StreamApp) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -134,14 +154,18 @@ def pod_template(app: StreamApp, color: Color, generation: int = 0) -> dict[str,
         container["resources"] = spec.resources.model_dump(exclude_none=True)
     pod_spec: dict[str, Any] = {
         "serviceAccountName": service_account_name(app),
-        # Workers never talk to the Kubernetes API.
+        # Workers talk to the Kubernetes API only to read their Node's zone (spec.rack), with the
+        # token of their own projected volume (builders/rack.py); no other Pod gets one.
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": spec.worker.shutdown_grace_seconds + 10,
         "securityContext": pod_security_context(),
         "containers": [container],
         "volumes": volumes,
-        "affinity": tpl.affinity if tpl.affinity is not None else _default_affinity(app, color),
     }
+    # spec.podTemplate.affinity replaces what spec.placement builds (the CRD refuses both at once)
+    affinity = tpl.affinity if tpl.affinity is not None else placement_affinity(app, color)
+    if affinity is not None:
+        pod_spec["affinity"] = affinity
     if tpl.node_selector:
         pod_spec["nodeSelector"] = dict(tpl.node_selector)
     if tpl.tolerations:

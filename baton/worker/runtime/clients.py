@@ -64,6 +64,15 @@ class ClientSettings:
         return {"client.id": self.client_id, "logger": LIBRDKAFKA_LOG, **self.kafka.librdkafka("admin")}
 
     def consumer(self) -> dict[str, Any]:
+        """The data consumer's settings; the restore and standby consumer's derive from them.
+
+        A worker that knows its zone fetches from a replica in that zone when the brokers
+        allow it (``client.rack``, KIP-392's follower fetching: brokers with ``broker.rack`` and
+        ``replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector``),
+        so input and changelog reads stay in the zone; a ``client.rack`` in the user's
+        settings wins.
+        """
+        rack = {"client.rack": self.config.zone} if self.config.zone else {}
         return {
             "client.id": self.client_id,
             "logger": LIBRDKAFKA_LOG,
@@ -73,6 +82,7 @@ class ClientSettings:
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed" if self.eos else "read_uncommitted",
             **FETCH_DEFAULTS,
+            **rack,
             **self.kafka.librdkafka("consumer"),
         }
 

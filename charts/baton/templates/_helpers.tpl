@@ -111,6 +111,25 @@ namespaces and CRDs): baton/operator/rbac.py cluster_rules().
   verbs: ["list", "watch"]
 {{- end }}
 
+{{/*
+Cluster-scoped, in either mode: the workers' ClusterRoleBinding of each StreamApp with
+spec.rack, and get on nodes, which binding the node-reader ClusterRole requires of the
+operator (it has no bind verb): baton/operator/rbac.py node_zone_rules().
+*/}}
+{{- define "baton.nodeZoneRules" -}}
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["clusterrolebindings"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["get"]
+{{- end }}
+
+{{/* The ClusterRole that zone-aware apps' workers are bound to (the operator's --node-reader-role). */}}
+{{- define "baton.nodeReaderRole" -}}
+{{ include "baton.fullname" . }}-node-reader
+{{- end }}
+
 {{/* The leader-election Lease, in the release namespace: baton/operator/rbac.py leader_election_rules(). */}}
 {{- define "baton.leaderElectionRules" -}}
 - apiGroups: ["coordination.k8s.io"]
