@@ -4,23 +4,18 @@ One thread polls and processes; a second (``restore.py``) restores stores and ta
 standby stores; a third serves HTTP; a fourth (``assignment/membership.py``) is this
 process's member of the consumer group, where the leader runs Baton's assignor and hands
 every member its actives, standbys and warmups. Its rebalance callbacks arrive here as
-events on a queue. Tasks are created when the group assigns their partitions, stay paused
-until their stores are restored, and are closed when the partitions are revoked or lost.
-A task assigned here while this member hosts its standby (or warmup) takes the open
-stores and replays only the tail.
-
-Order on assignment matters under exactly-once: the committed input offsets are fetched
-first (``read_committed`` makes librdkafka wait for *stable* offsets, i.e. until a
-previous owner's pending transaction is resolved), and only then does the restore
-read the changelog end. So a transaction the previous owner committed at the last
-moment is both in the offsets and in the restored state, never in one only.
+events on a queue, and the worker hands them to its task manager (``task_manager.py``),
+which owns the active tasks and their lifecycle: created when the group assigns their
+partitions, restoring until their stores are, active, and closed when their partitions
+are revoked (after a commit) or lost (after an abort). A task assigned here while this
+member hosts its standby (or warmup) takes the open stores and replays only the tail.
 
 Why one module of this size: ``Worker`` is the processing thread, the one owner of the
-tasks, their stores and the consumer; its methods are the loop's steps and the
-rebalance events that mutate that state, in the order the loop runs them. What does
-not need that state lives in collaborators: client settings (``clients.py``), topics
-(``internal_topics.py``), the flip pause (``flip_pause.py``), dead letters
-(``dead_letters.py``), task stores and offset sums (``task_stores.py``), lag gauges
+consumer and the loop; its methods are the loop's steps and the reactions to the group's
+events, in the order the loop runs them. What does not need that state lives in
+collaborators: the tasks and their states (``task_manager.py``), client settings
+(``clients.py``), topics (``internal_topics.py``), the flip pause (``flip_pause.py``), dead
+letters (``dead_letters.py``), task stores and offset sums (``task_stores.py``), lag gauges
 (``metrics.py``), standbys and restores (``state/``).
 """
 
@@ -35,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from baton.clients.authorization import authorization_error, missing_permission
@@ -51,7 +46,7 @@ from baton.worker.assignment.membership import (
 from baton.worker.assignment.model import AssignorConfig
 from baton.worker.assignment.wire import Roles
 from baton.worker.config import ProcessingGuarantee, WorkerConfig
-from baton.worker.naming import TaskId, changelog_topic, dlq_topic, internal_topic, source_topics, tasks_for
+from baton.worker.naming import TaskId, changelog_topic, dlq_topic, internal_topic, source_topics
 from baton.worker.runtime import health, internal_topics
 from baton.worker.runtime.batching import BatchSizer
 from baton.worker.runtime.bluegreen import BlueGreen
@@ -66,12 +61,14 @@ from baton.worker.runtime.producer import Output
 from baton.worker.runtime.purge import RepartitionPurge
 from baton.worker.runtime.queries import Answer, Placement, Queries, QueryError, StoreReader, advertised
 from baton.worker.runtime.task import Message, Task, run_end
+from baton.worker.runtime.task_manager import TaskManager
 from baton.worker.runtime.task_stores import TaskStores
 from baton.worker.state import snapshot, statedir
-from baton.worker.state.restore import RestoreJob, Restorer, Seed, TaskRestore
+from baton.worker.state.restore import RestoreJob, Restorer, Seed
 from baton.worker.state.snapshot_uri import S3Settings
 from baton.worker.state.standby import StandbyTasks
 from baton.worker.state.statedir import process_id
+from baton.worker.state.stores import KeyValueStore
 from baton.worker.state.task_store import CacheBudget
 from baton.worker.topology.context import OpenGate, SinkGate
 from baton.worker.topology.graph import BuiltTopology
@@ -84,7 +81,6 @@ GLOBAL_LOAD_SECONDS = 600.0
 __all__ = ["Worker", "process_id"]
 
 CLEANUP_CHECK_SECONDS = 1.0
-ACTIVE_START_SECONDS = 3.0  # how long standbys wait for an activated task's first record at most
 OFFSETS_REFRESH_SECONDS = 1.0  # how fresh the task offsets this member reports at a rebalance are
 
 
@@ -106,7 +102,6 @@ class Worker:
         self.gate: SinkGate = gate or OpenGate()
         self.bluegreen: BlueGreen | None = None  # set in run() when the worker has a color
         self._assignment_version = 0
-        self._held: set[tuple[str, int]] = set()  # new active waiting for the old one's drain
         self._generation = -1  # the group generation of the assignment in force
         self._flip_refusal = flip_refusal(self.topology)
         self.app = config.application_id
@@ -114,10 +109,6 @@ class Worker:
         self.app_dir = config.state_dir / self.app
         self.metrics = Metrics(self.app)
         self.topic_to_sub = source_topics(topology, self.app)
-        self.tasks: dict[TaskId, Task] = {}
-        self.active: dict[tuple[str | None, int | None], Task] = {}  # confluent's Message may say None
-        self._ready: queue.Queue[TaskRestore] = queue.Queue()
-        self._restores: dict[TaskId, TaskRestore] = {}
         self._stop = threading.Event()
         self._failed: BaseException | None = None
         self._joined = False
@@ -125,7 +116,6 @@ class Worker:
         self.http_port: int | None = None
         # standbys and warmups: this member's roles from the latest assignment, applied when dirty
         self._roles = Roles()
-        self._owned: set[tuple[str, int]] = set()
         self._placement_dirty = False
         self._next_cleanup = 0.0
         # task -> offset sum of its local stores, published for the membership thread's reports
@@ -134,10 +124,6 @@ class Worker:
         self._stateful_subs = frozenset(
             i for i, sub in enumerate(topology.subtopologies) if sub.stores or sub.tables
         )
-        self._awaiting_first: dict[tuple[str, int], float] = {}  # partition -> when it was assigned
-        self._starting: dict[
-            tuple[str, int], float
-        ] = {}  # partition -> when its task became active (until a record)
         self.copy_lag = CopyLag(self.metrics, lambda: self._roles)
         self.stores = TaskStores(self.app, self.app_dir, config.store, topology)
         self.globals = GlobalStores(self.app_dir, config.store, topology.global_tables)
@@ -226,17 +212,6 @@ class Worker:
         self.output = Output(self.clients.producer(), changelogs, size_limit=self.topics.size_limit)
         self.consumer = Consumer(self.clients.consumer())
         self._warm_metadata()
-        if self.bluegreen is not None:
-            internal = {f"{self.app}-{t}" for t in self.topology.repartition_topics}
-            self.flips = FlipPause(
-                self.bluegreen,
-                self.consumer,
-                self._commit,
-                self.tasks,
-                sorted(t for t in self.topic_to_sub if t not in internal),
-                self._flip_refusal,
-                self._held,
-            )
         self.dead_letter = DeadLetters(
             self.config.error_handler, dlq_topic(self.app), self.output, self.metrics
         )
@@ -274,6 +249,31 @@ class Worker:
             cleanup_delay=self.config.state_cleanup_delay_ms / 1000,
             on_change=self._update_task_gauges,
         )
+        self.task_manager = TaskManager(
+            consumer=self.consumer,
+            topic_to_sub=self.topic_to_sub,
+            build=self._build_task,
+            open_stores=self.stores.open,
+            jobs_for=self.stores.restore_jobs,
+            restorer=self.restorer,
+            standbys=self.standbys,
+            commit=self._commit,
+            abort=self.guarantee.abort,
+            metrics=self.metrics,
+            copy_lag=self.copy_lag,
+            on_change=self._update_task_gauges,
+        )
+        if self.bluegreen is not None:
+            internal = {f"{self.app}-{t}" for t in self.topology.repartition_topics}
+            self.flips = FlipPause(
+                self.bluegreen,
+                self.consumer,
+                self._commit,
+                self.task_manager.tasks,
+                sorted(t for t in self.topic_to_sub if t not in internal),
+                self._flip_refusal,
+                self.task_manager.held,
+            )
         self._local_offsets = self._collect_offsets()
         self._heartbeat = time.monotonic()  # liveness counts from here, not from the set-up above
         self.membership.start()
@@ -350,8 +350,7 @@ class Worker:
             else:
                 self.guarantee.abort()
             self.membership.stop()  # a static member does not leave: a restart within the session keeps its tasks
-            for task in list(self.tasks.values()):
-                self._close_task(task)
+            self.task_manager.close_all()
             self.consumer.close()
             self.membership.join(10)
             self.output.producer.flush(max(1.0, grace / 2))
@@ -376,11 +375,11 @@ class Worker:
         interval = self.config.effective_commit_interval_ms / 1000
         next_commit = time.monotonic() + interval
         consume = self.consumer.consume
-        active = self.active
+        manager = self.task_manager
+        active, held, awaiting_first = manager.active, manager.held, manager.awaiting_first
         metrics_in = self.metrics.records_in
         bg = self.bluegreen
         flips = self.flips
-        held = self._held
         sizer = BatchSizer()
         wall_clock = any(sub.custom for sub in self.topology.subtopologies)  # punctuators may tick
         while not self._stop.is_set():
@@ -404,13 +403,13 @@ class Worker:
                 sizer.observe(len(messages), time.monotonic() - round_started)
             for (topic, partition), n in counts.items():
                 metrics_in.labels(topic, str(partition)).inc(n)
-            if self._awaiting_first and counts:
-                self._first_records(counts)
+            if awaiting_first and counts:
+                manager.first_records(counts)
             if wall_clock:
                 now_ms = int(time.time() * 1000)
-                for task in [t for t in self.tasks.values() if t.id not in self._restores]:
+                for task in manager.running():
                     task.punctuate_wall_clock(now_ms)
-            self._activate_ready()
+            manager.activate_ready()
             self._standby_step()
             if self.restorer.error is not None:
                 raise RuntimeError("restore failed") from self.restorer.error
@@ -437,7 +436,7 @@ class Worker:
         where the hold begins.
         """
         counts: dict[tuple[str | None, int | None], int] = {}
-        active, held = self.active, self._held
+        active, held = self.task_manager.active, self.task_manager.held
         i, total = 0, len(messages)
         while i < total:
             msg = messages[i]
@@ -482,10 +481,10 @@ class Worker:
     def _answer_query(self, path: str, params: dict[str, str]) -> Answer:
         where = Placement(
             me=self.endpoint,
-            tasks={t: task for t, task in self.tasks.items() if t not in self._restores},
+            tasks={task.id: task for task in self.task_manager.running()},
             endpoints=self._roles.endpoints,
             partitions=self._partitions_of,
-            restoring=frozenset(self._restores),
+            restoring=self.task_manager.restoring(),
         )
         return self.store_reader.answer(path, params, where)
 
@@ -496,21 +495,6 @@ class Worker:
                 raise QueryError(503, f"topic {topic} has no metadata yet")
             self._partition_counts[topic] = len(meta.partitions)
         return self._partition_counts[topic]
-
-    def _first_records(self, counts: dict[tuple[str | None, int | None], int]) -> None:
-        """Time from assignment to the first processed record: what a failover costs a partition."""
-        now = time.monotonic()
-        for tp in counts:
-            self._starting.pop(tp, None)  # type: ignore[arg-type]
-            assigned = self._awaiting_first.pop(tp, None)  # type: ignore[arg-type]
-            if assigned is None:
-                continue
-            seconds = now - assigned
-            self.metrics.first_record.observe(seconds)
-            log.info(
-                "first record processed",
-                extra={"topic": tp[0], "partition": tp[1], "seconds_since_assignment": round(seconds, 3)},
-            )
 
     # -- membership events, standbys and warmups ----------------------------------------------
     def _membership_step(self) -> None:
@@ -537,7 +521,7 @@ class Worker:
     def _roles_changed(self, event: RolesChanged) -> None:
         roles = event.roles
         self._joined = True
-        self._owned = set(event.owned)  # ready only once these are tasks here (Assigned follows)
+        self.task_manager.expect(event.owned)  # ready only once these are tasks here (Assigned follows)
         self._roles = roles
         self._placement_dirty = True
         self._assignment_version += 1  # a flip in preparation must report for this generation
@@ -561,30 +545,26 @@ class Worker:
             # stays warm as a standby until its partitions arrive
             wanted = self._roles.standby | self._roles.warmup | self._roles.active
             desired = {t for t in wanted if t.subtopology in self._stateful_subs}
-            self.standbys.update(desired, set(self.tasks))
+            self.standbys.update(desired, set(self.task_manager.tasks))
             self.copy_lag.prune(self.standbys.hosted)
             self._update_task_gauges()
         now = time.monotonic()
         if now >= self._next_cleanup:
             self._next_cleanup = now + CLEANUP_CHECK_SECONDS
-            self.standbys.cleanup(set(self.tasks) | set(self.standbys.hosted))
+            self.standbys.cleanup(set(self.task_manager.tasks) | set(self.standbys.hosted))
         if now >= self._next_offsets:
             self._next_offsets = now + OFFSETS_REFRESH_SECONDS
             self._local_offsets = self._collect_offsets()
 
     def _collect_offsets(self) -> dict[TaskId, int]:
-        open_stores = {t.id: t.persistent for t in self.tasks.values()}
+        open_stores = self.task_manager.local_stores()
         open_stores.update({t: h.stores for t, h in self.standbys.hosted.items()})
         return self.stores.offset_sums(open_stores)
 
     def _actives_starting(self) -> bool:
-        """Restore thread: a partition assigned in the last few seconds still awaits its first record.
-
-        Bounded in time: a partition with no input never sees a first record, and standbys
-        must not wait for it for ever.
-        """
-        now = time.monotonic()
-        return any(now - since < ACTIVE_START_SECONDS for since in list(self._starting.values()))
+        """Restore thread: an active task here still awaits its first record (``TaskManager.actives_starting``)."""
+        manager = getattr(self, "task_manager", None)  # the restore thread starts before the tasks' manager
+        return manager is not None and manager.actives_starting()
 
     def _consumer_error(self, err: KafkaError) -> None:
         if err.fatal():
@@ -598,7 +578,7 @@ class Worker:
         shutdown) close tasks or write markers next."""
         if not pipelined and self.guarantee.unsettled:
             self._settle(wait=True)  # the pipelined one before, though nothing came after it
-        tasks = [t for t in self.tasks.values() if t.id not in self._restores]
+        tasks = self.task_manager.running()
         if not any(t.processed_since_commit for t in tasks) and not self.output.changelog_offsets:
             return
         started = time.monotonic()
@@ -611,7 +591,7 @@ class Worker:
         self.metrics.commit_latency.observe(time.monotonic() - started)
         if not ok:
             self.metrics.commit_failures.inc()
-            self._rewind(tasks)
+            self.task_manager.rewind(tasks)
         else:
             if self.purge.enabled:
                 self.purge.after_commit(
@@ -628,7 +608,7 @@ class Worker:
         """Finish a pipelined commit that is done (or wait for it), and redo work if one failed."""
         if self.guarantee.settle(wait) is False:
             self.metrics.commit_failures.inc()
-            self._rewind([t for t in self.tasks.values() if t.id not in self._restores])
+            self.task_manager.rewind(self.task_manager.running())
 
     def _drains_due(self, tasks: list[Task]) -> list[tuple[bytes, bytes]]:
         if self.bluegreen is None or not self.bluegreen.gate.state.pending:
@@ -636,17 +616,8 @@ class Worker:
         positions = {(t, task.partition): pos for task in tasks for t, pos in task.positions.items()}
         return self.bluegreen.drains_due(positions)
 
-    def _rewind(self, tasks: list[Task]) -> None:
-        """Uncommitted work was dropped: re-read every input from its last committed offset."""
-        for task in tasks:
-            for topic, offset in task.rewind().items():
-                try:
-                    self.consumer.seek(TopicPartition(topic, task.partition, offset))
-                except KafkaException as exc:  # not assigned any more: the new owner takes over
-                    log.info("seek skipped", extra={"task": str(task.id), "error": str(exc)})
-
     def _update_lag(self) -> None:
-        for (topic, partition), task in self.active.items():
+        for (topic, partition), task in self.task_manager.active.items():
             if topic is None or partition is None:
                 continue
             position = task.positions.get(topic)
@@ -661,8 +632,7 @@ class Worker:
             if high >= 0:
                 self.metrics.lag.labels(topic, str(partition)).set(max(0, high - position))
 
-    # -- records that fail ---------------------------------------------------------------
-    # -- tasks and rebalances ------------------------------------------------------------------
+    # -- tasks and rebalances (task_manager.py keeps the tasks; these are the worker's part) ---------
     def _on_assign(self, assigned: list[tuple[str, int]]) -> None:
         self.metrics.rebalances.labels("assign").inc()
         log.info("rebalance: assign", extra={"partitions": assigned})
@@ -675,72 +645,13 @@ class Worker:
             # the previous owner may have paused and reported for a flip this worker has not read
             # yet: see every control record written so far before emitting anything for them
             self.bluegreen.catch_up()
-        consumer = self.consumer
-        partitions = [TopicPartition(t, p) for t, p in assigned]
-        now = time.monotonic()
-        for tp in assigned:
-            self._awaiting_first[tp] = now
-        committed = self._committed(consumer, partitions)
-        offsets = {(tp.topic, tp.partition): tp.offset for tp in committed}
-        metadata = {(tp.topic, tp.partition): tp.metadata for tp in committed}
-        fetch_now: list[TopicPartition] = []
-        for task_id, tps in tasks_for(list(offsets), self.topic_to_sub).items():
-            task = self.tasks.get(task_id)
-            if task is None:
-                task = self._new_task(task_id)
-            for tp in tps:
-                task.resume_stream_time(metadata.get(tp))
-                start = offsets[tp] if offsets[tp] >= 0 else OFFSET_BEGINNING
-                task.committed[tp[0]] = start
-                task.positions[tp[0]] = start
-                if task_id not in self._restores:  # already active: a co-partitioned topic joined later
-                    self.active[tp] = task
-                    fetch_now.append(TopicPartition(tp[0], tp[1], start))
-        # The partitions of a restoring task are handed to librdkafka only when it is ready
-        # (_activate_ready), at its committed offset. Assigning them now and pausing them was
-        # the obvious way, but librdkafka starts fetching a resumed partition only ~0.7 s after
-        # resume() and a newly assigned one within ~20 ms (measured): that 0.7 s was added to
-        # every promotion and every scale-out move.
-        if fetch_now:
-            consumer.incremental_assign(fetch_now)
-        log.info(
-            "partitions assigned",
-            extra={"partitions": sorted(offsets), "tasks": sorted(map(str, self.tasks))},
-        )
-        self._update_task_gauges()
+        self.task_manager.assign(assigned)
 
-    def _committed(self, consumer: Consumer, partitions: list[TopicPartition]) -> list[TopicPartition]:
-        """Committed offsets, waiting while a previous owner's transaction is pending (stable offsets)."""
-        for attempt in range(20):
-            try:
-                result: list[TopicPartition] = consumer.committed(partitions, timeout=15)
-                return result
-            except KafkaException as exc:
-                log.info(
-                    "waiting for stable committed offsets", extra={"attempt": attempt, "error": str(exc)}
-                )
-        raise RuntimeError("could not read committed offsets")
-
-    def _new_task(self, task_id: TaskId) -> Task:
-        sub = self.topology.subtopologies[task_id.subtopology]
-        promoted = self.standbys.promote(task_id)  # a standby hands over its warm, open stores
-        if promoted is not None:
-            self.copy_lag.prune(self.standbys.hosted)
-        stores = promoted if promoted is not None else self.stores.open(task_id)
-        warm = any(store.checkpoint() is not None for store in stores.values())
-        if promoted is not None and warm:
-            kind = "promoted"
-        elif warm:
-            kind = "resumed"  # a folder left here earlier: only the changelog after its checkpoint
-        else:
-            kind = "restored"  # from scratch (a standby placed a moment ago holds nothing yet either)
-        self.metrics.task_starts.labels(kind).inc()
-        log.info(
-            "active task started", extra={"task": str(task_id), "partition": task_id.partition, "kind": kind}
-        )
-        task = Task(
+    def _build_task(self, task_id: TaskId, stores: dict[str, KeyValueStore]) -> Task:
+        """A task of this worker's topology over ``stores``, writing through this worker's producer."""
+        return Task(
             task_id,
-            sub,
+            self.topology.subtopologies[task_id.subtopology],
             application_id=self.app,
             stores=stores,
             send=self.output.send,
@@ -752,52 +663,6 @@ class Worker:
             on_late=self.metrics.late.labels(str(task_id)).inc,
             global_stores=self.globals.stores,
         )
-        self.tasks[task_id] = task
-        restore = TaskRestore(task_id, self.stores.restore_jobs(task_id, stores), self._ready.put)
-        self._restores[task_id] = restore
-        self.restorer.add(restore)
-        log.info(
-            "task created, restoring",
-            extra={
-                "task": str(task_id),
-                "partition": task_id.partition,
-                "from_standby": promoted is not None,
-            },
-        )
-        return task
-
-    def _activate_ready(self) -> None:
-        while True:
-            try:
-                restore = self._ready.get_nowait()
-            except queue.Empty:
-                return
-            if self._restores.get(restore.task) is not restore:
-                continue  # revoked while restoring
-            del self._restores[restore.task]
-            task = self.tasks[restore.task]
-            tps = [(topic, task.partition) for topic in task.committed]
-            now = time.monotonic()
-            for tp in tps:
-                self.active[tp] = task
-                self._starting[tp] = now
-            self.consumer.incremental_assign([TopicPartition(t, p, task.positions[t]) for t, p in tps])
-            held = [TopicPartition(t, p) for t, p in tps if (t, p) in self._held]
-            if held:
-                self.consumer.pause(held)
-            self.metrics.restores_completed.labels(str(task.id)).inc()
-            seconds = (restore.finished or time.monotonic()) - restore.started
-            self.metrics.restore_seconds.labels(str(task.id)).inc(seconds)
-            log.info(
-                "task active",
-                extra={
-                    "task": str(task.id),
-                    "partition": task.partition,
-                    "restored": restore.restored,
-                    "restore_seconds": round(seconds, 3),
-                },
-            )
-            self._update_task_gauges()
 
     def _restore_progress(self, job: RestoreJob, count: int) -> None:
         if job.standby:
@@ -811,60 +676,21 @@ class Worker:
         log.info("rebalance: revoke", extra={"partitions": partitions})
         self._placement_dirty = True
         self._assignment_version += 1
-        if self._failed is None:
-            self._commit()
-        self._drop(partitions)
+        self.task_manager.revoke(partitions, commit=self._failed is None)
 
     def _on_lost(self, partitions: list[tuple[str, int]]) -> None:
         """Partitions lost without a clean revoke: their uncommitted work must not be committed by us."""
         self.metrics.rebalances.labels("lost").inc()
         log.warning("partitions lost", extra={"partitions": partitions})
-        self._owned -= set(partitions)
         self._placement_dirty = True
         self._assignment_version += 1
-        self.guarantee.abort()
-        remaining = [t for t in self.tasks.values() if t.id not in self._restores]
-        self._rewind(remaining)
-        self._drop(partitions)
-
-    def _drop(self, revoked: list[tuple[str, int]]) -> None:
-        consumer = self.consumer
-        partitions = [TopicPartition(t, p) for t, p in revoked]
-        gone = set(revoked)
-        for tp in gone:
-            self.active.pop(tp, None)
-            self._awaiting_first.pop(tp, None)
-            self._starting.pop(tp, None)
-        for task in list(self.tasks.values()):
-            if all((topic, task.partition) in gone for topic in task.committed):
-                self._close_task(task)
-        fetching = {(tp.topic, tp.partition) for tp in consumer.assignment()}
-        handed = [
-            tp for tp in partitions if (tp.topic, tp.partition) in fetching
-        ]  # a restoring task's are not
-        try:
-            if handed:
-                consumer.incremental_unassign(handed)
-        except KafkaException as exc:
-            log.info("unassign failed", extra={"error": str(exc)})
-        log.info("partitions revoked", extra={"partitions": sorted(gone)})
-        self._update_task_gauges()
-
-    def _close_task(self, task: Task) -> None:
-        self.restorer.remove(task.id)
-        self._restores.pop(task.id, None)
-        self.tasks.pop(task.id, None)
-        for topic in task.committed:
-            self.active.pop((topic, task.partition), None)
-        task.close()
-        self.standbys.active_closed(task.id)
-        log.info("task closed", extra={"task": str(task.id), "partition": task.partition})
+        self.task_manager.lose(partitions)
 
     # -- health ----------------------------------------------------------------------------------
     def _update_task_gauges(self) -> None:
-        restoring = len(self._restores)
+        restoring = len(self.task_manager.restoring())
         self.metrics.tasks.labels("restoring").set(restoring)
-        self.metrics.tasks.labels("active").set(len(self.tasks) - restoring)
+        self.metrics.tasks.labels("active").set(len(self.task_manager.tasks) - restoring)
         standbys = getattr(self, "standbys", None)
         hosted = set(standbys.hosted) if standbys is not None else set()
         warmups = hosted & self._roles.warmup
@@ -883,9 +709,8 @@ class Worker:
     def _is_ready(self) -> bool:
         """Joined, every partition of the latest assignment applied, and every task restored."""
         return (
-            self._joined
-            and self._owned <= set(self.active)
-            and not self._restores
+            self._joined  # the tasks' manager exists by then
+            and self.task_manager.applied()
             and self._failed is None
             and not self._stop.is_set()
         )
