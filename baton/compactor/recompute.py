@@ -43,54 +43,6 @@ def plans(topology: BuiltTopology) -> tuple[list[Plan], list[str]]:
     return out, skipped
 
 
-class _Record:
-    """A consumed input record, as ``Task.process`` reads it."""
-
-    __slots__ = ("_k", "_o", "_p", "_t", "_ts", "_v")
-
-    def __init__(  # noqa: PLR0917
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
-    ) -> None:
-        self._t, self._p, self._o, self._ts, self._k, self._v = (
-            topic,
-            partition,
-            offset,
-            timestamp,
-            key,
-            value,
-        )
-
-    def topic(self) -> str | None:
-        return self._t
-
-    def partition(self) -> int | None:
-        return self._p
-
-    def offset(self) -> int | None:
-        return self._o
-
-    def key(self) -> bytes | None:
-        return self._k
-
-    def value(self) -> bytes | None:
-        return self._v
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self._ts)
-
-    def headers(self) -> Any:
-        return None
-
-    def error(self) -> None:
-        return None
-
-
 def replay(
     target: str, application_id: str, plan: Plan, env: dict[str, str]
 ) -> Callable[[tuple[int, Iterable[Any]]], Iterator[tuple[str, int, bytes, bytes]]]:
@@ -105,6 +57,7 @@ def replay(
 
         os.environ.update(env)
         from baton.worker.naming import TaskId, changelog_topic
+        from baton.worker.runtime.record import Record
         from baton.worker.runtime.task import Task
         from baton.worker.state.stores import KeyValueStore, MemoryStore
         from baton.worker.topology.context import OpenGate
@@ -134,7 +87,7 @@ def replay(
             else (lambda r: (r["ts"], r["topic"], r["offset"]))
         )
         for n, row in enumerate(sorted(rows, key=order)):
-            task.process(_Record(row["topic"], partition, row["offset"], row["ts"], row["key"], row["value"]))
+            task.process(Record(row["topic"], partition, row["offset"], row["ts"], row["key"], row["value"]))
             if n % 10_000 == 9_999:
                 task.flush()
                 task.committed_ok({})

@@ -6,12 +6,15 @@ from collections.abc import Callable
 
 from baton import Topology
 from baton.worker.naming import TaskId
+from baton.worker.runtime.record import Record
 from baton.worker.runtime.task import Message, Task
 from baton.worker.state.stores import MemoryStore
 from baton.worker.topology.context import Headers
 
 
-class Msg:
+class Msg(Record):
+    """A partition-0 record, arguments in the order these tests write them."""
+
     def __init__(  # noqa: PLR0917 - mirrors a Kafka record
         self,
         topic: str,
@@ -21,31 +24,7 @@ class Msg:
         ts: int = 0,
         headers: Headers | None = None,
     ) -> None:
-        self._t, self._o, self._k, self._v, self._ts, self._h = topic, offset, key, value, ts, headers
-
-    def topic(self) -> str | None:
-        return self._t
-
-    def partition(self) -> int | None:
-        return 0
-
-    def offset(self) -> int | None:
-        return self._o
-
-    def key(self) -> bytes | None:
-        return self._k
-
-    def value(self) -> bytes | None:
-        return self._v
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self._ts)
-
-    def headers(self) -> Headers | None:
-        return self._h
-
-    def error(self) -> None:
-        return None
+        super().__init__(topic, 0, offset, ts, key, value, headers)
 
 
 class Sent(list[tuple[str, bytes | None, bytes | None, int | None, Headers | None]]):

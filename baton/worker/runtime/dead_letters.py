@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from baton.worker.config import ErrorHandler
 from baton.worker.runtime.metrics import Metrics
-from baton.worker.runtime.producer import Output, OutputRecordRefused
+from baton.worker.runtime.producer import OutputRecordRefused
 from baton.worker.runtime.task import Message
-from baton.worker.topology.context import Headers
+from baton.worker.topology.context import Headers, Send
 
 log = logging.getLogger("baton.worker")
 
@@ -48,7 +48,7 @@ class DeadLetters:
 
     handler: ErrorHandler
     topic: str
-    output: Output
+    send: Send  # the worker's ``Output.send``, or the test driver's topics
     metrics: Metrics
 
     def __call__(self, error: BaseException, stage: str, msg: Message) -> None:
@@ -66,7 +66,7 @@ class DeadLetters:
             },
         )
         try:
-            self.output.send(
+            self.send(
                 self.topic,
                 msg.key(),
                 msg.value(),

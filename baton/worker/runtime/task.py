@@ -16,6 +16,7 @@ from baton.worker.runtime.fused import FusedAggregate, fuse
 from baton.worker.runtime.processors import CustomProcessor, Processor
 from baton.worker.runtime.producer import dead_letter_stage
 from baton.worker.runtime.punctuation import NO_TIME, Punctuations
+from baton.worker.runtime.record import Record
 from baton.worker.runtime.tree import build_tree
 from baton.worker.state.stores import KeyValueStore
 from baton.worker.state.task_store import CacheBudget, TaskStore
@@ -314,7 +315,7 @@ class Task:
         """A flushed cache entry failed downstream: dead-letter it under the record that last updated it."""
         ctx = self.ctx
         self._dead_letter(
-            exc, dead_letter_stage(exc), _FlushedRecord(ctx.topic, ctx.partition, ctx.offset, ctx.timestamp)
+            exc, dead_letter_stage(exc), _flushed_record(ctx.topic, ctx.partition, ctx.offset, ctx.timestamp)
         )
 
     def flush(self) -> None:
@@ -391,32 +392,6 @@ def run_end(messages: Sequence[Message], start: int) -> int:
     return i
 
 
-class _FlushedRecord:
+def _flushed_record(topic: str, partition: int, offset: int, timestamp: int) -> Record:
     """Stands in for the input record when a cache flush fails (no input bytes to dead-letter)."""
-
-    def __init__(self, topic: str, partition: int, offset: int, timestamp: int) -> None:
-        self._t, self._p, self._o, self._ts = topic, partition, offset, timestamp
-
-    def topic(self) -> str | None:
-        return self._t
-
-    def partition(self) -> int | None:
-        return self._p
-
-    def offset(self) -> int | None:
-        return self._o
-
-    def key(self) -> bytes | None:
-        return None
-
-    def value(self) -> bytes | None:
-        return None
-
-    def timestamp(self) -> tuple[int, int]:
-        return (0, self._ts)
-
-    def headers(self) -> Any:
-        return None
-
-    def error(self) -> None:
-        return None
+    return Record(topic, partition, offset, timestamp, None, None)

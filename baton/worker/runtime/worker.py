@@ -213,7 +213,7 @@ class Worker:
         self.consumer = Consumer(self.clients.consumer())
         self._warm_metadata()
         self.dead_letter = DeadLetters(
-            self.config.error_handler, dlq_topic(self.app), self.output, self.metrics
+            self.config.error_handler, dlq_topic(self.app), self.output.send, self.metrics
         )
         self.membership = Membership(
             self._group_settings(),
