@@ -28,6 +28,6 @@ def readable_errors(exc: ValidationError) -> str:
         flag = _FLAG_OF.get(field, "--" + field.replace("_", "-")) if field else ""
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "missing":
-            msg = "required (set the flag or its BATON_* variable)"
+            msg = f"required: pass {'it' if flag.isupper() else flag} or set BATON_{field.upper()}"
         lines.append(f"{flag}: {msg}" if flag else msg)
     return "; ".join(lines)

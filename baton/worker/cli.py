@@ -6,8 +6,10 @@ configures pods); flags win over the environment. Validation is WorkerConfig's.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +21,26 @@ from baton.cli_options import readable_errors
 from baton.clients import preflight
 from baton.clients.authorization import authorization_error, missing_permission
 from baton.clients.options import kafka_options
-from baton.worker.config import ErrorHandler, ProcessingGuarantee, StoreKind, WorkerConfig
+from baton.worker.config import (
+    LAPTOP_STATE_DIR,
+    ErrorHandler,
+    LogLevel,
+    ProcessingGuarantee,
+    StoreKind,
+    WorkerConfig,
+)
 from baton.worker.processes.join import JoinBarrier
+from baton.worker.topology.dsl import TopologyError
+from baton.worker.topology.graph import BuiltTopology
+
+log = logging.getLogger(__name__)
+
+
+class ConfigError(click.ClickException):
+    """A usage error without click's usage block: the message names the flag and the variable,
+    so ``Error:`` and one line are the whole story (a UsageError adds three lines above it)."""
+
+    exit_code = 2
 
 
 @click.command()
@@ -127,12 +147,19 @@ from baton.worker.processes.join import JoinBarrier
     envvar="BATON_NODE_NAME",
     help="The Kubernetes Node this worker runs on (the downward API's spec.nodeName).",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice([level.value for level in LogLevel]),
+    envvar="BATON_LOG_LEVEL",
+    help="Level of all the worker's logs, librdkafka's included; debug also shows the traceback "
+    "of a topology that fails to load.",
+)
 @kafka_options
 def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> None:
     """Run a worker for TOPOLOGY (PATH_OR_MODULE[:ATTR], default attribute `topology`)."""
     from baton.worker import logs
+    from baton.worker.runtime.health import PortTaken
     from baton.worker.runtime.worker import Worker
-    from baton.worker.topology.loader import load
 
     given = {k: v for k, v in options.items() if v is not None}
     if topology is not None:
@@ -142,24 +169,36 @@ def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> N
     try:
         config = WorkerConfig(**given)
     except ValidationError as exc:
-        raise click.UsageError(readable_errors(exc)) from exc
+        raise ConfigError(readable_errors(exc)) from exc
     barrier = JoinBarrier.from_env(os.environ)  # a child of a supervisor: join with its siblings
     # which of a pod's processes speaks: its instance id, or (dynamic members) its place in the pod
     member = config.instance_id or (None if barrier is None else f"process-{barrier.index}")
-    logs.setup(config.application_id, member=member)
+    logs.setup(
+        config.application_id, level=logging.getLevelNamesMapping()[config.log_level.upper()], member=member
+    )
+    # everything that can be wrong with the command is said before anything is created:
+    # the topology (no broker needed), the Kafka settings and the broker, the input topics
+    built = _load(config)  # in a supervisor too: a broken topology fails once, here
+    try:  # one line for a broker that cannot be reached or refuses us, not pages of librdkafka's
+        preflight.check(config.kafka_settings())
+        missing = preflight.missing_topics(config.kafka_settings(), built.input_topics())
+    except preflight.KafkaUnreachable as exc:
+        raise click.ClickException(str(exc)) from None
+    if missing:
+        raise click.ClickException(_missing_topics(missing, config.bootstrap_servers))
     if config.zone_node_label and not config.zone:  # spec.rack: the zone is the Node's label
         from baton.worker.zone import with_node_zone
 
         config = with_node_zone(config)
-    try:  # one line for a broker that cannot be reached or refuses us, not pages of librdkafka's
-        preflight.check(config.kafka_settings())
-    except preflight.KafkaUnreachable as exc:
-        raise click.ClickException(str(exc)) from None
-    built = load(config.topology)  # in a supervisor too: a broken topology fails once, here
+    if barrier is None:  # a supervisor's children get both from it
+        config = laptop_defaults(config, given)
     if config.processes > 1:
         from baton.worker.processes.supervisor import Supervisor
 
-        sys.exit(Supervisor(config).run())
+        try:
+            sys.exit(Supervisor(config).run())
+        except PortTaken as exc:
+            raise click.ClickException(str(exc)) from None
     worker = (
         Worker(config, built)
         if barrier is None
@@ -167,9 +206,89 @@ def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> N
     )
     try:
         code = worker.run()
+    except PortTaken as exc:
+        raise click.ClickException(str(exc)) from None
     except KafkaException as exc:  # while starting: say a missing ACL as the grant to add
         err = authorization_error(exc)
         if err is None:
             raise
         raise click.ClickException(missing_permission(err, config.application_id)) from None
     sys.exit(code)
+
+
+def laptop_defaults(config: WorkerConfig, given: dict[str, Any]) -> WorkerConfig:
+    """Unset state dir and port that would fail on a laptop, replaced (and logged).
+
+    The defaults suit a Pod (the operator sets both anyway); on a laptop /var/lib/baton is
+    root's and a second ``baton run``, to watch the group rebalance as with a second Kafka
+    Streams instance, finds 8080 taken. A value that was given is kept: its failure is an error.
+    """
+    from baton.worker.runtime.health import port_free
+
+    changes: dict[str, Any] = {}
+    if "state_dir" not in given and not _writable(config.state_dir):
+        changes["state_dir"] = LAPTOP_STATE_DIR.absolute()
+        log.info(
+            "state in ./.baton-state: /var/lib/baton is not writable (--state-dir chooses)",
+            extra={"state_dir": str(changes["state_dir"])},
+        )
+    if "metrics_port" not in given and not port_free(config.metrics_port):
+        changes["metrics_port"] = 0 if config.processes > 1 else _free_port()
+        log.warning(
+            f"port {config.metrics_port} is in use: /metrics, /healthz, /readyz on "
+            f"{changes['metrics_port'] or 'a free port'} (--metrics-port chooses)",
+            extra={"port": changes["metrics_port"]},
+        )
+    return config.model_copy(update=changes) if changes else config
+
+
+def _writable(path: Path) -> bool:
+    """Whether this user can write ``path``, or create it (its first existing ancestor)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return os.access(path, os.W_OK)
+
+
+def _free_port() -> int:
+    from baton.worker.processes.supervisor import free_ports
+
+    return free_ports(1)[0]
+
+
+def _load(config: WorkerConfig) -> BuiltTopology:
+    """The topology, or one line naming the user's file and line and what is wrong there."""
+    from baton.worker.topology.loader import load
+
+    try:
+        return load(config.topology)
+    except Exception as exc:
+        if config.log_level is LogLevel.DEBUG:
+            raise
+        where = _user_frame(exc)
+        what = str(exc) if isinstance(exc, TopologyError) else f"{type(exc).__name__}: {exc}"
+        more = "" if isinstance(exc, TopologyError) else " (--log-level debug shows the traceback)"
+        raise click.ClickException(f"{where or f'topology {config.topology}: '}{what}{more}") from None
+
+
+def _user_frame(exc: BaseException) -> str:
+    """``app.py:5: ``, the last line of the user's code the error passed through (not Baton's)."""
+    package = str(Path(__file__).resolve().parents[1])
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith(("<", package)) and "importlib" not in f.filename
+    ]
+    if not frames:
+        return ""
+    return f"{os.path.relpath(frames[-1].filename)}:{frames[-1].lineno}: "
+
+
+def _missing_topics(missing: list[str], bootstrap: str) -> str:
+    """Kafka Streams' MissingSourceTopicException, with the command that creates them."""
+    names = ", ".join(repr(t) for t in missing)
+    first = bootstrap.split(",", maxsplit=1)[0]
+    return (
+        f"input topic{'s' if len(missing) > 1 else ''} {names} not found on {bootstrap}; create "
+        f"{'them' if len(missing) > 1 else 'it'} first, e.g. kafka-topics.sh --bootstrap-server {first} "
+        f"--create --topic {missing[0]} --partitions 3"
+    )

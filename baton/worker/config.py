@@ -17,6 +17,10 @@ from baton.clients.properties import read_properties
 from baton.clients.settings import WORKER_CLIENTS, KafkaSettings
 from baton.worker.state.snapshot_uri import S3Settings, readable
 
+DEFAULT_STATE_DIR = Path("/var/lib/baton")  # the operator's volume; also set explicitly there
+LAPTOP_STATE_DIR = Path(".baton-state")  # unset state dir that /var/lib/baton cannot be for this user
+DEFAULT_METRICS_PORT = 8080
+
 
 class ProcessingGuarantee(StrEnum):
     EXACTLY_ONCE_V2 = "exactly_once_v2"
@@ -28,6 +32,15 @@ class ErrorHandler(StrEnum):
 
     DLQ = "dlq"  # send it to <application.id>-dlq with headers and go on
     FAIL = "fail"  # stop the worker (the record stays uncommitted)
+
+
+class LogLevel(StrEnum):
+    """The level of every logger: Baton's, librdkafka's (``baton.librdkafka``) and the group's."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
 
 
 class StoreKind(StrEnum):
@@ -46,7 +59,11 @@ class WorkerConfig(BaseSettings):
         description="Kafka Streams-style application.id: consumer group, prefix of internal topics",
         pattern=r"^[a-zA-Z0-9._-]{1,200}$",
     )
-    state_dir: Path = Field(default=Path("/var/lib/baton"), description="Root of the local state stores")
+    state_dir: Path = Field(
+        default=DEFAULT_STATE_DIR,
+        description="Root of the local state stores; unset and /var/lib/baton not writable (a laptop): "
+        "./.baton-state, logged",
+    )
     processing_guarantee: ProcessingGuarantee = ProcessingGuarantee.EXACTLY_ONCE_V2
     commit_interval_ms: int | None = Field(
         default=None, ge=1, description="Commit interval; default 100 under exactly-once, 30000 otherwise"
@@ -115,7 +132,14 @@ class WorkerConfig(BaseSettings):
         max_length=253,
     )
     metrics_port: int = Field(
-        default=8080, ge=0, le=65535, description="Port of /metrics, /healthz, /readyz and the store queries"
+        default=DEFAULT_METRICS_PORT,
+        ge=0,
+        le=65535,
+        description="Port of /metrics, /healthz, /readyz and the store queries; unset and 8080 in use "
+        "(a second worker on a laptop): a free port, logged; set and in use: an error; 0: any free port",
+    )
+    log_level: LogLevel = Field(
+        default=LogLevel.INFO, description="Level of all the worker's logs, librdkafka's included"
     )
     application_server: str | None = Field(
         default=None,

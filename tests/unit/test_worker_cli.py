@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 import click
@@ -42,6 +43,11 @@ def test_assignor_settings_have_flags(field: str) -> None:
     assert param.opts == ["--" + field.replace("_", "-")]
 
 
+class _NoTopics:
+    def input_topics(self) -> list[str]:
+        return []
+
+
 @pytest.fixture
 def captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, WorkerConfig]:
     """Run `baton run` up to the Worker, which records its config instead of running."""
@@ -57,10 +63,13 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, WorkerConfig]:
     fake_runtime = types.ModuleType("baton.worker.runtime.worker")
     fake_runtime.Worker = FakeWorker  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "baton.worker.runtime.worker", fake_runtime)
-    monkeypatch.setattr("baton.worker.topology.loader.load", lambda _target: None)
+    monkeypatch.setattr("baton.worker.topology.loader.load", lambda _target: _NoTopics())
     monkeypatch.setattr("baton.worker.logs.setup", lambda _app, **_kw: None)
     # the connection check talks to a broker: tests/integration/test_security_errors.py covers it
     monkeypatch.setattr("baton.clients.preflight.check", lambda _settings: None)
+    monkeypatch.setattr("baton.clients.preflight.missing_topics", lambda _settings, _topics: [])
+    # what this machine has free and writable: test_laptop_defaults_* cover it
+    monkeypatch.setattr(cli, "laptop_defaults", lambda config, _given: config)
     for name in list(os.environ):
         if name.startswith("BATON_"):
             monkeypatch.delenv(name)
@@ -151,3 +160,33 @@ def test_a_node_label_needs_the_node_and_a_given_zone_wins(captured: dict[str, W
         "node-a",
         "topology.kubernetes.io/zone",
     )
+
+
+def test_laptop_defaults_replace_an_unset_state_dir_and_port_that_cannot_be_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "_writable", lambda _path: False)
+    monkeypatch.setattr("baton.worker.runtime.health.port_free", lambda _port: False)
+    config = WorkerConfig(topology="t", bootstrap_servers="k:9092", application_id="a")
+    laptop = cli.laptop_defaults(config, {})
+    assert laptop.state_dir == tmp_path / ".baton-state"
+    assert laptop.metrics_port not in (0, 8080)
+
+
+def test_laptop_defaults_keep_what_was_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator sets both: a port in use or a state dir not writable is an error there."""
+    monkeypatch.setattr(cli, "_writable", lambda _path: False)
+    monkeypatch.setattr("baton.worker.runtime.health.port_free", lambda _port: False)
+    config = WorkerConfig(
+        topology="t",
+        bootstrap_servers="k:9092",
+        application_id="a",
+        state_dir=Path("/var/lib/baton"),
+        metrics_port=8080,
+    )
+    assert cli.laptop_defaults(config, {"state_dir": config.state_dir, "metrics_port": 8080}) == config
+
+
+def test_writable_asks_the_first_existing_ancestor(tmp_path: Path) -> None:
+    assert cli._writable(tmp_path / "not" / "yet")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -9,6 +10,27 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from baton.worker.runtime.queries import Answer, is_query, split_query
+
+
+class PortTaken(OSError):
+    """The HTTP port is in use (another ``baton run`` on this machine, most often): one line that
+    names the flag, not ``[Errno 98]`` at the end of a traceback."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(
+            f"port {port} (/metrics, /healthz, /readyz) is in use, by another baton run perhaps; "
+            "choose another with --metrics-port, or --metrics-port 0 for any free port"
+        )
+        self.port = port
+
+
+def port_free(port: int) -> bool:
+    """Whether this process could listen on ``port`` now (the laptop default falls back if not)."""
+    try:
+        ThreadingHTTPServer(("0.0.0.0", port), BaseHTTPRequestHandler).server_close()
+    except OSError:
+        return False
+    return True
 
 
 def serve(
@@ -57,7 +79,12 @@ def serve(
         def log_message(self, format: str, *args: object) -> None:
             return
 
-    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+    try:
+        server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise PortTaken(port) from exc
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="baton-http", daemon=True).start()
     return server

@@ -18,7 +18,7 @@ task, as in Kafka Streams.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from baton.worker.topology.changes import AdjustSerde
 from baton.worker.topology.custom import Processor
@@ -178,7 +178,9 @@ class Topology:
             nodes = reachable(list(sources))
             for topic in (t for s in sources for t in s.topics):
                 if topic in seen_topics:
-                    raise TopologyError(f"topic {topic!r} is read by two streams; read it once and branch")
+                    raise TopologyError(
+                        f"topic {topic!r} is read by two streams; read it once and use that stream for both"
+                    )
                 seen_topics.add(topic)
             stores = [
                 n.store
@@ -242,7 +244,9 @@ class Topology:
     ) -> StoreSpec:
         store_name = name or self._name(f"{kind}-store")
         if store_name in self._store_names:
-            raise TopologyError(f"two stores are named {store_name!r}")
+            raise TopologyError(
+                f"two stores are named {store_name!r}: give each its own store= name (or none, for a generated one)"
+            )
         self._store_names.add(store_name)
         return StoreSpec(store_name, key, value, source_topic)
 
@@ -609,6 +613,10 @@ def until_window_closes() -> Suppressed:
     return Suppressed()
 
 
+# Stream methods a Table lacks: reached for on a Table, the error points to to_stream()
+_STREAM_ONLY = frozenset({"to", "peek", "flat_map", "flat_map_values", "map", "process", "group_by_key"})
+
+
 class Table:
     """A changelog stream seen as its latest value per key (``KTable``)."""
 
@@ -617,6 +625,18 @@ class Table:
         self._node = node
         self.key_serde = key
         self.value_serde = value
+
+    if not TYPE_CHECKING:  # for the type checker a Table has exactly the methods below
+
+        def __getattr__(self, name: str) -> Any:
+            """A Table is not a Stream: the Stream methods a Kafka Streams user reaches for say
+            where they are (``KTable#toStream()``), instead of a bare AttributeError."""
+            if name in _STREAM_ONLY:
+                raise AttributeError(
+                    f"'Table' object has no attribute {name!r}: a table's changes are a stream, "
+                    f"call to_stream().{name}(...)"
+                )
+            raise AttributeError(f"'Table' object has no attribute {name!r}")
 
     @property
     def store_name(self) -> str:

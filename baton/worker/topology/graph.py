@@ -339,6 +339,16 @@ class BuiltTopology:
     def stores(self) -> list[StoreSpec]:
         return [s for sub in self.subtopologies for s in sub.stores]
 
+    def input_topics(self) -> list[str]:
+        """The topics the application reads but does not create (streams, tables, global tables):
+        they must exist before a worker starts."""
+        topics = [t for sub in self.subtopologies for s in sub.sources if not s.internal for t in s.topics]
+        topics += [
+            t.store.source_topic for sub in self.subtopologies for t in sub.tables if t.store.source_topic
+        ]
+        topics += [g.store.source_topic for g in self.global_tables if g.store.source_topic]
+        return list(dict.fromkeys(topics))
+
     def describe(self) -> str:
         """A human-readable outline, like Kafka Streams' ``TopologyDescription``."""
         lines: list[str] = []
