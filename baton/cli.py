@@ -16,6 +16,7 @@ from baton import __version__
 # subcommand -> "module:attribute" of a click.Command, imported only when invoked
 _COMMANDS = {
     "run": "baton.worker.cli:run",
+    "describe": "baton.worker.cli:describe",
     "operator": "baton.operator.cli:operator",
     "render": "baton.operator.cli:render",
     "flip": "baton.control.cli:flip",

@@ -256,18 +256,22 @@ def _free_port() -> int:
 
 
 def _load(config: WorkerConfig) -> BuiltTopology:
+    return _load_or_fail(config.topology, debug=config.log_level is LogLevel.DEBUG)
+
+
+def _load_or_fail(topology: str, *, debug: bool) -> BuiltTopology:
     """The topology, or one line naming the user's file and line and what is wrong there."""
     from baton.worker.topology.loader import load
 
     try:
-        return load(config.topology)
+        return load(topology)
     except Exception as exc:
-        if config.log_level is LogLevel.DEBUG:
+        if debug:
             raise
         where = _user_frame(exc)
         what = str(exc) if isinstance(exc, TopologyError) else f"{type(exc).__name__}: {exc}"
         more = "" if isinstance(exc, TopologyError) else " (--log-level debug shows the traceback)"
-        raise click.ClickException(f"{where or f'topology {config.topology}: '}{what}{more}") from None
+        raise click.ClickException(f"{where or f'topology {topology}: '}{what}{more}") from None
 
 
 def _user_frame(exc: BaseException) -> str:
@@ -292,3 +296,48 @@ def _missing_topics(missing: list[str], bootstrap: str) -> str:
         f"{'them' if len(missing) > 1 else 'it'} first, e.g. kafka-topics.sh --bootstrap-server {first} "
         f"--create --topic {missing[0]} --partitions 3"
     )
+
+
+@click.command()
+@click.argument("topology", envvar="BATON_TOPOLOGY")
+@click.option(
+    "--application-id",
+    envvar="BATON_APPLICATION_ID",
+    default="<application.id>",
+    show_default=True,
+    help="Prefix of the internal topics' names.",
+)
+def describe(topology: str, application_id: str) -> None:
+    """Print TOPOLOGY's sub-topologies, stores and topics (Kafka Streams' Topology#describe).
+
+    No broker is needed: what a worker would create and read is known from the code alone.
+    """
+    from baton.worker.naming import changelog_topic, dlq_topic, internal_topic
+    from baton.worker.topology.graph import SinkNode, reachable
+
+    built = _load_or_fail(topology, debug=False)
+    click.echo(built.describe())
+    outputs = sorted(
+        {
+            n.topic
+            for sub in built.subtopologies
+            for n in reachable(list(sub.sources))
+            if isinstance(n, SinkNode) and not n.internal
+        }
+    )
+    stores = [
+        f"{s.name} (changelog {s.source_topic or changelog_topic(application_id, s.name)})"
+        for s in built.stores()
+    ]
+    stores += [f"{g.store.name} (global, from {g.store.source_topic})" for g in built.global_tables]
+    internal = [internal_topic(application_id, t) for t in built.repartition_topics]
+    internal += [changelog_topic(application_id, s.name) for s in built.stores() if not s.source_topic]
+    for title, items in (
+        ("Stores", stores),
+        ("Input topics (must exist)", built.input_topics()),
+        ("Output topics", outputs),
+        ("Internal topics (created by the worker)", [*internal, dlq_topic(application_id)]),
+    ):
+        click.echo(f"{title}:")
+        for item in items:
+            click.echo(f"  {item}")

@@ -190,3 +190,11 @@ def test_laptop_defaults_keep_what_was_given(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_writable_asks_the_first_existing_ancestor(tmp_path: Path) -> None:
     assert cli._writable(tmp_path / "not" / "yet")
+
+
+def test_describe_lists_sub_topologies_stores_and_topics() -> None:
+    result = CliRunner().invoke(cli.describe, ["examples/click_counter.py", "--application-id", "clicks"])
+    assert result.exit_code == 0, result.output
+    assert "Sub-topology 0" in result.output and "Source: source-0001 (topics: clicks)" in result.output
+    assert "user-counts-store (changelog clicks-user-counts-store-changelog)" in result.output
+    assert "Output topics:\n  user_counts\n" in result.output and "  clicks-dlq" in result.output

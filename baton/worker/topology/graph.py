@@ -357,7 +357,14 @@ class BuiltTopology:
             if id(node) in seen:
                 return
             seen.add(id(node))
-            lines.append("  " * depth + f"{type(node).__name__.removesuffix('Node')}: {node.name}")
+            topics = (
+                f" (topics: {', '.join(node.topics)})"
+                if isinstance(node, SourceNode)
+                else f" (topic: {node.topic})"
+                if isinstance(node, SinkNode)
+                else ""
+            )
+            lines.append("  " * depth + f"{type(node).__name__.removesuffix('Node')}: {node.name}{topics}")
             for child in node.children:
                 walk(child, depth + 1, seen)
 
