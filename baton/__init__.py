@@ -7,6 +7,8 @@ own tests against a real broker.
 
 from baton.worker.topology.custom import Processor, ProcessorContext, PunctuationType, StateStore
 from baton.worker.topology.dsl import (
+    Branched,
+    BranchedStream,
     GroupedStream,
     Stream,
     Suppressed,
@@ -36,6 +38,8 @@ __all__ = [
     "JSON",
     "LONG",
     "STR",
+    "Branched",
+    "BranchedStream",
     "GroupedStream",
     "JoinWindows",
     "Json",

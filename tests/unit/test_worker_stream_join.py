@@ -71,6 +71,27 @@ def test_a_left_join_emits_an_unmatched_record_once_and_only_after_its_window_cl
     assert sent2.to("out") == [] and late == [1]  # the view came after the click's window closed
 
 
+def test_a_late_record_of_a_keeping_side_is_emitted_at_once_unmatched() -> None:
+    """Kafka Streams' KStreamKStreamJoin: past window + grace, a left (outer: either) record
+    without partners goes out as (record, None) at once instead of being dropped."""
+    late: list[int] = []
+    task, sent, _dead, _ = make_task(_join("left", grace=5), caching=False, on_late=lambda: late.append(1))
+    _feed(task, [("clicks", "a", 1, 200), ("clicks", "b", 2, 100)])  # 100 + 10 + 5 <= 200: late
+    assert sent.to("out") == [(b"b", b'{"c":2,"v":null}')] and late == []
+    _feed(task, [("views", "b", 3, 101)], start=20)  # the late click was not buffered: no join now
+    assert sent.to("out") == [(b"b", b'{"c":2,"v":null}')] and late == [1]  # a left join's late view drops
+    outer, sent_o, _dead, _ = make_task(_join("outer"), caching=False)
+    _feed(outer, [("clicks", "a", 1, 200), ("views", "b", 3, 50)])
+    assert sent_o.to("out") == [(b"b", b'{"c":null,"v":3}')]
+
+
+def test_a_late_record_still_joins_the_partners_buffered_now() -> None:
+    task, sent, _dead, _ = make_task(_join("left", grace=0), caching=False)
+    # view a@195 is buffered until stream time passes 205; click a@190 is late at stream time 201
+    _feed(task, [("views", "a", 7, 195), ("clicks", "z", 1, 201), ("clicks", "a", 2, 190)])
+    assert sent.to("out") == [(b"a", b'{"c":2,"v":7}')]
+
+
 def test_a_restart_at_any_commit_joins_like_an_uninterrupted_run() -> None:
     rng = random.Random(3)
     events = [

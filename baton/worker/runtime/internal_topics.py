@@ -19,6 +19,7 @@ from baton.worker.naming import changelog_topic, dlq_topic, internal_topic
 from baton.worker.topology.graph import (
     BuiltTopology,
     JoinNode,
+    MergeNode,
     SinkNode,
     StreamJoinNode,
     SubTopology,
@@ -184,11 +185,15 @@ def copartitioning_problem(topology: BuiltTopology, partitions: Mapping[str, int
     A join meets records of equal keys only if both inputs put a key in the same partition
     number, which needs the same partition count (and partitioner). Kafka Streams refuses
     such a topology at startup; so does Baton, naming the topics, instead of silently
-    joining only the keys that happen to line up.
+    joining only the keys that happen to line up. Streams merged ahead of a stateful step
+    meet in its stores the same way, so they are checked too.
     """
     for sub in topology.subtopologies:
         nodes = reachable(list(sub.sources))
-        if not any(isinstance(n, JoinNode | StreamJoinNode | TableJoinNode) for n in nodes):
+        merged_state = bool(sub.stores) and any(isinstance(n, MergeNode) for n in nodes)
+        if not merged_state and not any(
+            isinstance(n, JoinNode | StreamJoinNode | TableJoinNode) for n in nodes
+        ):
             continue
         topics = [t for src in sub.sources if not src.internal for t in src.topics]
         topics += [t.store.source_topic for t in sub.tables if t.store.source_topic]
@@ -196,7 +201,7 @@ def copartitioning_problem(topology: BuiltTopology, partitions: Mapping[str, int
         if len(set(counts.values())) > 1:
             listed = ", ".join(f"{t} ({n})" for t, n in sorted(counts.items()))
             return (
-                f"joined topics must be co-partitioned (the same number of partitions and the same key): "
+                f"joined (or merged, then aggregated) topics must be co-partitioned (the same number of partitions and the same key): "
                 f"{listed}; repartition one side (group_by/through a topic of the other's size) first"
             )
     return ""

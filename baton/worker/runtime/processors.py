@@ -84,6 +84,25 @@ class FilterProcessor(Processor):
             self.forward(key, value)
 
 
+class BranchProcessor(Processor):
+    """``split()``: the record goes to the child of the first predicate that holds (None: always)."""
+
+    __slots__ = ("predicates",)
+
+    def __init__(self, predicates: list[Callable[[Any, Any], bool] | None]) -> None:
+        super().__init__()
+        self.predicates = predicates
+
+    def connect(self, children: list[Processor]) -> None:
+        self.children = children  # routed by ``process``, never fanned out
+
+    def process(self, key: Any, value: Any) -> None:
+        for predicate, child in zip(self.predicates, self.children, strict=True):
+            if predicate is None or predicate(key, value):
+                child.process(key, value)
+                return
+
+
 class MapProcessor(Processor):
     __slots__ = ("fn",)
 
@@ -696,17 +715,37 @@ class StreamJoinProcessor(Processor):
         expiry.add(store_key, ts, at, at)
 
     def arrive(self, side: int, key: Any, key_bytes: bytes, value: Any) -> None:
-        """A record of ``side`` (0 left, 1 right): buffer it, join it with the other side's partners."""
+        """A record of ``side`` (0 left, 1 right): buffer it, join it with the other side's partners.
+
+        A record whose window closed already (stream time passed it plus the grace period)
+        is not buffered: nothing may join it later. As in Kafka Streams' ``KStreamKStreamJoin``
+        it still joins the partners buffered now, and if it has none, a side that keeps
+        unmatched records (left join's left, outer join's both) emits it at once with
+        ``None`` for the other side, rather than dropping it; only an unmatched late record
+        of an inner side is dropped (counted as late).
+        """
         expiry = self.expiry if self.expiry is not None else self._load()
-        ctx = self.ctx
-        ts = ctx.timestamp
+        ts = self.ctx.timestamp
         self.stream_time = max(self.stream_time, ts)
-        left = side == 0
-        if ts + self._window_after(left) <= self.stream_time:
-            self.on_late()  # its window closed already: joining it now could contradict emitted results
+        if ts + self._window_after(side == 0) <= self.stream_time:
+            if not self._join_partners(side, key, key_bytes, value, ts):
+                if self.keeps[side]:
+                    self.forward(key, self.joiner(value, None) if side == 0 else self.joiner(None, value))
+                else:
+                    self.on_late()
             self._expire()
             return
-        w = self.node.windows
+        matched = self._join_partners(side, key, key_bytes, value, ts)
+        own_key = key_bytes + _BUFFERED.pack(ts, self.ctx.offset)
+        own = b"\x01" if matched else b"\x00"
+        self.stores[side].put(own_key, key, own + self.value_serdes[side].serialize(value))
+        self._track(side, expiry[side], own_key, ts)
+        self._expire()
+
+    def _join_partners(self, side: int, key: Any, key_bytes: bytes, value: Any, ts: int) -> bool:
+        """Forward the joins of this record with the other side's buffered partners; any?"""
+        left = side == 0
+        w, ctx = self.node.windows, self.ctx
         low, high = (ts - w.before_ms, ts + w.after_ms) if left else (ts - w.after_ms, ts + w.before_ms)
         other = 1 - side
         other_store, other_serde = self.stores[other], self.value_serdes[other]
@@ -729,11 +768,7 @@ class StreamJoinProcessor(Processor):
             finally:
                 ctx.timestamp = saved
             matched = True
-        own_key = key_bytes + _BUFFERED.pack(ts, ctx.offset)
-        own = b"\x01" if matched else b"\x00"
-        self.stores[side].put(own_key, key, own + self.value_serdes[side].serialize(value))
-        self._track(side, expiry[side], own_key, ts)
-        self._expire()
+        return matched
 
     def _expire(self) -> None:
         """Stream time moved: records past their window leave; unmatched ones of a keeping side go out."""

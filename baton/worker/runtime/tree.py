@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 
 from baton.worker.runtime.processors import (
     AggregateProcessor,
+    BranchProcessor,
     CustomProcessor,
     FilterProcessor,
     FlatMapProcessor,
@@ -48,6 +49,7 @@ from baton.worker.state.task_store import TaskStore
 from baton.worker.topology.context import RecordContext, Send, SinkGate
 from baton.worker.topology.graph import (
     AggregateNode,
+    BranchNode,
     CustomNode,
     FilterNode,
     FlatMapNode,
@@ -60,6 +62,7 @@ from baton.worker.topology.graph import (
     MapNode,
     MapValuesNode,
     Node,
+    PassThroughNode,
     PeekNode,
     SinkNode,
     SourceNode,
@@ -108,8 +111,10 @@ def build_tree(
         if id(node) in memo:
             return memo[id(node)]
         proc: Processor
-        if isinstance(node, SourceNode):
+        if isinstance(node, SourceNode | PassThroughNode):
             proc = Processor()
+        elif isinstance(node, BranchNode):
+            proc = BranchProcessor(node.predicates)
         elif isinstance(node, FilterNode):
             proc = FilterProcessor(node.predicate)
         elif isinstance(node, MapNode):

@@ -24,6 +24,7 @@ from baton.worker.topology.changes import AdjustSerde
 from baton.worker.topology.custom import Processor
 from baton.worker.topology.graph import (
     AggregateNode,
+    BranchNode,
     BuiltTopology,
     CustomNode,
     FilterNode,
@@ -37,7 +38,9 @@ from baton.worker.topology.graph import (
     JoinNode,
     MapNode,
     MapValuesNode,
+    MergeNode,
     Node,
+    PassThroughNode,
     PeekNode,
     SinkNode,
     SourceNode,
@@ -341,6 +344,35 @@ class Stream:
             SinkNode(self._topology._name("sink"), topic, key or self.key_serde, value or self.value_serde)
         )
 
+    def split(self, *, name: str = "") -> BranchedStream:
+        """Route each record to at most one branch: Kafka Streams' ``split(Named.as(name))``.
+
+        Add branches with ``.branch(predicate, ...)``, in order; a record goes to the first
+        whose predicate holds, and to ``.default_branch()`` (if any) when none does. The
+        last call returns the branches by name (``name`` + the branch's name)::
+
+            branches = (orders.split(name="orders-")
+                .branch(lambda k, v: v["total"] > 100, Branched.as_("big"))
+                .default_branch(Branched.as_("small")))
+            branches["orders-big"].to("big-orders")
+        """
+        node = BranchNode(self._topology._name("split"))
+        self._node.children.append(node)
+        return BranchedStream(self, node, name)
+
+    def merge(self, other: Stream) -> Stream:
+        """Both streams' records as one stream (Kafka Streams' ``merge``), in processing order.
+
+        The merged streams' sources run in one task per partition (one sub-topology), as in
+        Kafka Streams; a stateful step after the merge needs the merged topics to be
+        co-partitioned, which the worker checks at start-up. Serdes are this stream's.
+        """
+        if not isinstance(other, Stream) or other._topology is not self._topology:
+            raise TopologyError("merge() takes another stream of the same topology")
+        node = MergeNode(self._topology._name("merge"))
+        other._node.children.append(node)
+        return self._then(node, key_changed=self._key_changed or other._key_changed)
+
     def process(
         self,
         factory: Callable[[], Processor],
@@ -504,6 +536,90 @@ class Stream:
             raise TopologyError("the key may have changed before this join: group or repartition first")
         node = JoinNode(self._topology._name("join"), table._updates("join"), joiner, left)
         return self._then(node, value=value)
+
+
+class Branched:
+    """How a branch of ``split()`` is named and built: Kafka Streams' ``Branched``.
+
+    ``Branched.as_(name)`` names it; ``with_function(fn)`` puts ``fn(branch)`` in the
+    result instead of the branch (nothing if it returns None); ``with_consumer(fn)`` calls
+    ``fn(branch)`` and leaves the branch out of the result.
+    """
+
+    __slots__ = ("consume", "fn", "name")
+
+    def __init__(
+        self,
+        name: str | None = None,
+        fn: Callable[[Stream], Stream | None] | None = None,
+        consume: bool = False,
+    ) -> None:
+        self.name = name
+        self.fn = fn
+        self.consume = consume
+
+    @staticmethod
+    def as_(name: str) -> Branched:
+        return Branched(name)
+
+    @staticmethod
+    def with_function(fn: Callable[[Stream], Stream | None], name: str | None = None) -> Branched:
+        return Branched(name, fn)
+
+    @staticmethod
+    def with_consumer(fn: Callable[[Stream], object], name: str | None = None) -> Branched:
+        return Branched(name, lambda branch: (fn(branch), None)[1], consume=True)
+
+
+class BranchedStream:
+    """The branches of ``Stream.split()`` being defined (Kafka Streams' ``BranchedKStream``)."""
+
+    def __init__(self, stream: Stream, node: BranchNode, prefix: str) -> None:
+        self._stream = stream
+        self._node = node
+        self._prefix = prefix
+        self._result: dict[str, Stream] = {}
+        self._done = False
+
+    def branch(
+        self, predicate: Callable[[Any, Any], bool], branched: Branched | None = None
+    ) -> BranchedStream:
+        """Records for which ``predicate(key, value)`` holds and no earlier branch took.
+
+        Unnamed, the branch is called ``prefix`` + its position, counted from 1.
+        """
+        self._add(predicate, branched or Branched(), str(len(self._node.predicates) + 1))
+        return self
+
+    def default_branch(self, branched: Branched | None = None) -> dict[str, Stream]:
+        """Records no branch took (unnamed: ``prefix`` + "0"); returns the branches by name."""
+        self._add(None, branched or Branched(), "0")
+        return self.no_default_branch()
+
+    def no_default_branch(self) -> dict[str, Stream]:
+        """Drop records no branch took; returns the branches by name."""
+        if self._done:
+            raise TopologyError("this split() is finished already")
+        self._done = True
+        return dict(self._result)
+
+    def _add(self, predicate: Callable[[Any, Any], bool] | None, branched: Branched, position: str) -> None:
+        if self._done:
+            raise TopologyError("this split() is finished already: branches go before default_branch()")
+        name = self._prefix + (branched.name if branched.name is not None else position)
+        if name in self._result:
+            raise TopologyError(f"two branches are named {name!r}")
+        source, topology = self._stream, self._stream._topology
+        out = PassThroughNode(topology._name("branch"))
+        self._node.predicates.append(predicate)
+        self._node.children.append(out)
+        branch = Stream(topology, out, source.key_serde, source.value_serde, source._key_changed)
+        if branched.fn is None:
+            self._result[name] = branch
+            return
+        made = branched.fn(branch)
+        if not branched.consume and made is not None:
+            self._result[name] = made
 
 
 class GroupedStream:

@@ -66,6 +66,28 @@ class PeekNode(Node):
 
 
 @dataclass(eq=False)
+class BranchNode(Node):
+    """``split()``: each record goes to the child of the first predicate it satisfies, or nowhere.
+
+    ``predicates[i]`` guards ``children[i]``; None (the default branch) takes every record
+    that reached it. Kafka Streams' ``KStreamBranch``: branches are exclusive, in order.
+    """
+
+    predicates: list[Callable[[Any, Any], bool] | None] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class PassThroughNode(Node):
+    """Forwards what it receives: a branch of ``split()``."""
+
+
+@dataclass(eq=False)
+class MergeNode(PassThroughNode):
+    """``merge()``: a child of both merged streams, which puts their sources in one
+    sub-topology (``Topology.build`` groups sources reaching a common node)."""
+
+
+@dataclass(eq=False)
 class SinkNode(Node):
     topic: str
     key_serde: Serde[Any]
