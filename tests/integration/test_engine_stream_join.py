@@ -82,9 +82,9 @@ def test_left_join_pairs_and_lonely_clicks_come_out_exactly_once(
                 for t in (clicks_topic, views_topic)
             )
 
-        # A task reads its two topics in fetch order, not in timestamp order (Kafka Streams
-        # synchronizes them by timestamp; Baton does not yet): a far-future record fetched
-        # before the other topic's backlog would make that backlog late. So the record that
+        # A task orders its two topics by timestamp only within a poll's batch (it does not
+        # wait for an input with nothing fetched): a far-future record fetched before the
+        # other topic's backlog would make that backlog late. So the record that
         # closes every window goes in only once everything before it was processed.
         wait_for("the inputs were never fully processed", consumed, 120, every=1)
         producer = Producer({"bootstrap.servers": kafka_bootstrap})

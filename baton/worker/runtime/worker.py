@@ -60,6 +60,7 @@ from baton.worker.runtime.metrics import CopyLag, Metrics
 from baton.worker.runtime.producer import Output
 from baton.worker.runtime.purge import RepartitionPurge
 from baton.worker.runtime.queries import Answer, Placement, Queries, QueryError, StoreReader, advertised
+from baton.worker.runtime.synchronize import synchronized
 from baton.worker.runtime.task import Message, Task, run_end
 from baton.worker.runtime.task_manager import TaskManager
 from baton.worker.runtime.task_stores import TaskStores
@@ -437,6 +438,8 @@ class Worker:
         """
         counts: dict[tuple[str | None, int | None], int] = {}
         active, held = self.task_manager.active, self.task_manager.held
+        # tasks with several inputs: their runs, per partition, taken in timestamp order below
+        several: dict[int, tuple[Task, dict[tuple[str | None, int | None], list[tuple[int, int]]]]] = {}
         i, total = 0, len(messages)
         while i < total:
             msg = messages[i]
@@ -453,13 +456,32 @@ class Worker:
             if holding:
                 end = run_end(messages, i)
                 done = self._process_holding(task, messages, i, end)
+            elif len(task.input_topics) > 1:
+                end = run_end(messages, i)
+                several.setdefault(id(task), (task, {}))[1].setdefault(tp, []).append((i, end))
+                done = 0
             else:
                 end = task.process_run(messages, i)
                 done = end - i
             if done:
                 counts[tp] = counts.get(tp, 0) + done
             i = end
+        for task, runs in several.values():
+            self._process_synchronized(task, messages, runs, counts)
         return counts
+
+    @staticmethod
+    def _process_synchronized(
+        task: Task,
+        messages: Sequence[Message],
+        runs: dict[tuple[str | None, int | None], list[tuple[int, int]]],
+        counts: dict[tuple[str | None, int | None], int],
+    ) -> None:
+        """A task's runs of several partitions, smallest timestamp first (``synchronize.py``)."""
+        for start, stop in synchronized(list(runs.values()), lambda k: messages[k].timestamp()[1]):
+            done = task.process_run(messages, start, stop) - start
+            tp = (messages[start].topic(), messages[start].partition())
+            counts[tp] = counts.get(tp, 0) + done
 
     def _process_holding(self, task: Task, messages: Sequence[Message], start: int, end: int) -> int:
         """The run ``messages[start:end]`` while a flip holds: stop at the record the hold
