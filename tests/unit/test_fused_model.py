@@ -102,15 +102,19 @@ class FusedModel(RuleBasedStateMachine):
         extract=st.booleans(),
         count=st.booleans(),
         repartition=st.booleans(),
+        merge=st.booleans(),
     )
-    def build(self, key: str, extract: bool, count: bool, repartition: bool) -> None:
+    def build(self, key: str, extract: bool, count: bool, repartition: bool, merge: bool) -> None:
         topology = Topology()
-        stream = topology.stream(
-            TOPICS,
-            key=STR if key == "str" else JSON,
-            value=Json(Op),
-            timestamp=None if repartition else extractor if extract else None,
-        )
+        serdes: dict[str, Any] = {
+            "key": STR if key == "str" else JSON,
+            "value": Json(Op),
+            "timestamp": None if repartition else extractor if extract else None,
+        }
+        if merge:  # two streams merged: the aggregation is fused through the merge's pass-through
+            stream = topology.stream(TOPICS[0], **serdes).merge(topology.stream(TOPICS[1:], **serdes))
+        else:
+            stream = topology.stream(TOPICS, **serdes)
         # group_by: the aggregation reads a repartition topic, whose records carry their origin
         grouped = stream.group_by(lambda k, _v: k, name="g") if repartition else stream.group_by_key()
         table = grouped.count(store="s") if count else grouped.aggregate(lambda: 0, aggregator, store="s")

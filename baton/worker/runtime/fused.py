@@ -25,7 +25,8 @@ update's record context) and flushes at the same points; a null key or value is 
 * a failing initializer or aggregator is dead-lettered here, exactly once, as the general
   path does (a user's function is not run twice).
 
-A source whose one child is a plain ``AggregateProcessor`` over a caching store is fused
+A source whose one child is a plain ``AggregateProcessor`` over a caching store (directly,
+or through the pass-through of a ``merge``) is fused
 (``fuse``): an input topic, or the repartition topic of a ``group_by`` (its records' origin,
 which the blue-green sink gate decides on, is read from their headers as on the general
 path). Sub-topologies with custom processors (punctuators need stream time), windowed and
@@ -211,6 +212,8 @@ def fuse(
     if custom or len(children) != 1:
         return None
     child = children[0]
+    while type(child) is Processor and len(child.children) == 1:  # a merge's pass-through
+        child = child.children[0]
     if type(child) is not AggregateProcessor or not child.store.caching:
         return None
     return FusedAggregate(node, child, ctx, dead_letter, partition)
