@@ -11,8 +11,9 @@ deploy with the reason in ``status``) instead of flipping inexactly:
   color, in an order that differs between the colors;
 * a **stream-table join**: each color restores and tails the table topic on its own
   schedule, so the same stream record can meet different table versions in blue and green;
-* an **aggregation over several source topics**: the task merges them in fetch order,
-  which differs between the colors, and so do the running aggregates.
+* an **aggregation over several source topics** (one ``stream`` of several, or a
+  ``merge``): the task merges them per poll (smallest timestamp first within what each
+  poll fetched), which differs between the colors, and so do the running aggregates.
 
 Stateless steps over several topics (filter, map, merge, to) are fine: each output depends
 on its own record only. docs/concepts.md says the same for users.
@@ -47,6 +48,6 @@ def flip_refusal(topology: BuiltTopology) -> str:
         if sub.stores and len(external) > 1:
             return (
                 f"its topology aggregates records of several topics ({', '.join(external)}) in one task: "
-                "they are merged in fetch order, which differs between blue and green"
+                "they are merged in an order that depends on what each poll fetched, which differs between blue and green"
             )
     return ""
