@@ -3,8 +3,7 @@
 When the file ``STALL_FLAG`` exists, the next record's ``peek`` removes it, logs
 ``STALLING``, sleeps ``STALL_SECONDS`` (the GIL released, as a slow network call would) and
 logs ``STALL_OVER``. Outputs are the click counter's (``examples/click_counter.py``); only
-the timing differs. The bench's own copy of the idea of ``tests/fixtures/stalling_click_counter.py``:
-benchmarks do not import from the tests.
+the timing differs. ``tests/integration/test_membership_stalled_thread.py`` runs it too.
 """
 
 import logging

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from batondev.paths import REPO
 from confluent_kafka import Consumer, TopicPartition
 
 from baton.testing import SteadyInput, WorkerProcess, group_committed, wait_for
@@ -31,7 +32,8 @@ from tests.support.counts import assert_strictly_increasing, count_sequences, se
 
 pytestmark = pytest.mark.integration
 
-STALLING = Path(__file__).resolve().parents[1] / "fixtures" / "stalling_click_counter.py"
+# the failover bench's stalling click counter: one topology for the bench and these tests
+STALLING = REPO / "bench" / "topologies" / "stalling_click_counter.py"
 SESSION_MS = 120_000
 STALL_SECONDS = 75
 
@@ -170,7 +172,7 @@ def _stall_through_a_rebalance(
     first.start().wait_ready(60)
     wait_for("the first worker counted nothing", lambda: first.metric("baton_records_consumed_total"), 60)
     flag.touch()
-    wait_for("the user code never stalled", lambda: _logged(first, "test: user code stalls"), 30)
+    wait_for("the user code never stalled", lambda: _logged(first, "bench: user code stalls"), 30)
     second.start()  # its join moves tasks away from the stalled first
     wait_for(
         "the second worker never counted",
@@ -179,7 +181,7 @@ def _stall_through_a_rebalance(
         detail=errors,
     )
     wait_for(
-        "the stall never ended", lambda: _logged(first, "test: user code stall over"), STALL_SECONDS + 30
+        "the stall never ended", lambda: _logged(first, "bench: user code stall over"), STALL_SECONDS + 30
     )
     time.sleep(8)  # the woken thread's commits, refused or not, are in by now
 
@@ -221,7 +223,7 @@ def test_a_thread_stuck_for_good_leaves_the_group_and_its_tasks_move(
                 60,
             )
             flag.touch()
-            wait_for("the user code never stalled", lambda: _logged(first, "test: user code stalls"), 30)
+            wait_for("the user code never stalled", lambda: _logged(first, "bench: user code stalls"), 30)
             # exactly-once: a committed input offset is committed output, so a partition whose
             # committed offset moves on produces output again
             at_stall = group_committed(kafka_bootstrap, unique_name, source, 4)
