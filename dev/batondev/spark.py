@@ -123,8 +123,13 @@ def _spark_class(*args: str) -> list[str]:
 def _env() -> dict[str, str]:
     import pyspark
 
+    # Not the PYTHONPATH of whoever started the stack: the workers outlive that clone's test run,
+    # and their executors then imported its code, not the running job's (a clone made before
+    # baton/worker/runtime/record.py existed failed every later run's recomputation audit).
+    # The venv's editable install follows the clone last bootstrapped, the one testing now.
+    inherited = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     return {
-        **os.environ,
+        **inherited,
         "SPARK_HOME": str(Path(pyspark.__file__).parent),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOG_DIR": str(paths.RUN / MASTER),

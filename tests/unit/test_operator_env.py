@@ -55,6 +55,7 @@ def test_every_baton_variable_is_a_worker_setting() -> None:
 # Adding a WorkerConfig field makes the next test fail until it is mapped here or in the spec.
 NOT_IN_SPEC_YET = {
     "state_cleanup_delay_ms",  # Kafka Streams' state.cleanup.delay.ms; its default suits Pods
+    "log_level",  # --log-level; a StreamApp field for it is part of the platform team's issue (47)
 }
 # A Pod's zone is its Node's label, which the downward API does not give: under spec.rack the
 # operator passes the Node's name and the label, and the worker reads the zone itself.
