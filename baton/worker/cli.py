@@ -177,7 +177,13 @@ def run(topology: str | None, kafka_config: dict[str, str], **options: Any) -> N
         config.application_id, level=logging.getLevelNamesMapping()[config.log_level.upper()], member=member
     )
     # everything that can be wrong with the command is said before anything is created:
-    # the topology (no broker needed), the Kafka settings and the broker, the input topics
+    # the state dir, the topology (no broker needed), the Kafka settings and the broker, the
+    # input topics
+    if "state_dir" in given and not _writable(config.state_dir):
+        raise click.ClickException(
+            f"state dir {config.state_dir} cannot be created or written by this user; "
+            "choose another with --state-dir"
+        )
     built = _load(config)  # in a supervisor too: a broken topology fails once, here
     try:  # one line for a broker that cannot be reached or refuses us, not pages of librdkafka's
         preflight.check(config.kafka_settings())
@@ -243,10 +249,11 @@ def laptop_defaults(config: WorkerConfig, given: dict[str, Any]) -> WorkerConfig
 
 
 def _writable(path: Path) -> bool:
-    """Whether this user can write ``path``, or create it (its first existing ancestor)."""
+    """Whether this user can write ``path``, or create it (its first existing ancestor is a
+    folder this user may write)."""
     while not path.exists() and path != path.parent:
         path = path.parent
-    return os.access(path, os.W_OK)
+    return path.is_dir() and os.access(path, os.W_OK)
 
 
 def _free_port() -> int:

@@ -214,3 +214,16 @@ def test_a_missing_required_option_is_one_line_naming_the_flag_and_its_variable(
     code, lines, _ = _baton_run(tmp_path, str(_app(tmp_path, PASS_THROUGH, "clicks")), *given)
     _assert_short(code, lines, flag, "BATON_" + flag.removeprefix("--").replace("-", "_").upper())
     assert "Field required" not in "\n".join(lines)
+
+
+def test_a_state_dir_that_cannot_be_created_is_named_with_the_flag(
+    tmp_path: Path, kafka_bootstrap: str, unique_name: str
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    app = _app(tmp_path, PASS_THROUGH, "clicks")
+    code, lines, _took = _baton_run(
+        tmp_path, str(app), "--bootstrap-servers", kafka_bootstrap, "--application-id", unique_name,
+        "--state-dir", str(blocker / "state"), "--metrics-port", "0",
+    )  # fmt: skip
+    _assert_short(code, lines, str(blocker / "state"), "--state-dir")
