@@ -8,58 +8,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from baton.operator.rbac import rbac_objects
 from tests.support.operator import (
     KubectlFn,
     OperatorProcess,
     apply,
     example_manifest,
-    install_crds,
+    least_privilege_operators,
     mark_pods_ready,
-    operators,
     refused_calls,
 )
 
 pytestmark = pytest.mark.integration
 
 
-def _token_kubeconfig(kube: Any, kubectl: KubectlFn, namespace: str, path: Path) -> Path:
-    admin = yaml.safe_load(Path(kube.kubeconfig).read_text())
-    cluster = admin["clusters"][0]["cluster"]
-    token = kubectl("create", "token", "baton-operator", "-n", namespace, "--duration=1h").stdout.strip()
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": cluster}],
-                "users": [{"name": "sa", "user": {"token": token}}],
-                "contexts": [
-                    {"name": "sa", "context": {"cluster": "c", "user": "sa", "namespace": namespace}}
-                ],
-                "current-context": "sa",
-            }
-        )
-    )
-    return path
-
-
 @pytest.fixture
 def sa_operator(
     kube: Any, kubectl: KubectlFn, namespace: str, tmp_path: Path
 ) -> Iterator[Callable[..., OperatorProcess]]:
-    install_crds(kubectl)
-    for obj in rbac_objects("baton-operator", namespace, clusterwide=False):
-        apply(kubectl, obj)
-    kubeconfig = _token_kubeconfig(kube, kubectl, namespace, tmp_path / "sa.kubeconfig")
-    yield from operators(
-        tmp_path,
-        namespace,
-        kubeconfig,
-        lambda: kubectl("delete", "sapp", "--all", "-n", namespace, "--timeout=30s", check=False),
-    )
+    yield from least_privilege_operators(kube, kubectl, namespace, tmp_path)
 
 
 def test_operator_works_with_least_privilege(

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from baton.operator.rbac import rbac_objects
 from baton.testing import wait_for
 from tests.support.operator import (
     KubectlFn,
@@ -22,10 +21,8 @@ from tests.support.operator import (
     apply,
     example_manifest,
     get_json,
-    install_crds,
-    operators,
+    least_privilege_operators,
     refused_calls,
-    service_account_kubeconfig,
     try_get_json,
 )
 
@@ -36,18 +33,7 @@ pytestmark = pytest.mark.integration
 def sa_operator(
     kube: Any, kubectl: KubectlFn, namespace: str, tmp_path: Path
 ) -> Iterator[Callable[..., OperatorProcess]]:
-    install_crds(kubectl)
-    for obj in rbac_objects("baton-operator", namespace, clusterwide=False):
-        apply(kubectl, obj)
-    kubeconfig = service_account_kubeconfig(
-        kubectl, kube, namespace, "baton-operator", tmp_path / "sa.kubeconfig"
-    )
-    yield from operators(
-        tmp_path,
-        namespace,
-        kubeconfig,
-        lambda: kubectl("delete", "sapp", "--all", "-n", namespace, "--timeout=30s", check=False),
-    )
+    yield from least_privilege_operators(kube, kubectl, namespace, tmp_path)
     # a cluster-scoped leftover of a failed run would outlive the namespace
     kubectl("delete", "clusterrolebinding", "-l", f"baton.dev/namespace={namespace}", check=False)
     kubectl("delete", "clusterrolebinding,clusterrole", f"baton-operator-{namespace}-node-zones", check=False)

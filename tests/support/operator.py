@@ -211,3 +211,24 @@ def operators(
         before_stop()
     for op in started:
         op.kill(signal.SIGTERM)
+
+
+def least_privilege_operators(
+    kube: Kube, kubectl: KubectlFn, namespace: str, tmp_path: Path
+) -> Iterator[Callable[..., OperatorProcess]]:
+    """Operators running as the ServiceAccount with exactly baton/operator/rbac.py's namespaced
+    RBAC (CRDs installed, a real bound token); the apps are deleted before they stop."""
+    from baton.operator.rbac import rbac_objects
+
+    install_crds(kubectl)
+    for obj in rbac_objects("baton-operator", namespace, clusterwide=False):
+        apply(kubectl, obj)
+    kubeconfig = service_account_kubeconfig(
+        kubectl, kube, namespace, "baton-operator", tmp_path / "sa.kubeconfig"
+    )
+    yield from operators(
+        tmp_path,
+        namespace,
+        kubeconfig,
+        lambda: kubectl("delete", "sapp", "--all", "-n", namespace, "--timeout=30s", check=False),
+    )
