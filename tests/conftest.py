@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from batondev import gobuild, kafka, stack
+from batondev import gobuild, kafka, ports, stack
 from batondev import kube as kube_mod
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
@@ -35,7 +35,7 @@ from tests.support.event_time import expiring, retention_ms
 # each has its own topics and groups, and most of their time is waiting on the broker.
 # The roots only: `kube`, `kubectl`, `namespace` and `operator` all depend on `kube_stack`, and
 # an item's fixturenames hold the whole closure.
-CLUSTER_FIXTURES = frozenset({"kube_stack", "spark", "runtime_image", "compactor_image"})
+CLUSTER_FIXTURES = frozenset({"kube_stack", "node", "spark", "runtime_image", "compactor_image"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group into the node id
@@ -225,3 +225,36 @@ def runtime_image() -> str:
 def compactor_image() -> str:
     """The local name of the ``compactor`` image of this tree."""
     return _image("compactor")
+
+
+@dataclass(frozen=True)
+class Node:
+    """The stack's one real node (``dev/stack up node``): where Pods that tolerate its taint run."""
+
+    name: str
+    ip: str
+    kafka_bootstrap: str  # the broker as Pods reach it
+    toleration: dict[str, str]
+
+
+@pytest.fixture(scope="session")
+def node(kube_stack: Kube) -> Node:
+    """containerd, kubelet, kube-proxy and CoreDNS, registered to the stack's API server."""
+    from batondev import node as node_mod
+
+    _up("kafka", "kube", "node")
+    return Node(
+        name=node_mod.NAME,
+        ip=ports.node_ip(),
+        kafka_bootstrap=kafka.node_bootstrap(),
+        toleration=node_mod.TOLERATION,
+    )
+
+
+@pytest.fixture(scope="session")
+def node_runtime_image(node: Node, runtime_image: str) -> str:
+    """The runtime image, imported into the node's containerd (nothing here pulls from a registry)."""
+    from batondev import node as node_mod
+
+    node_mod.load_image(runtime_image)
+    return runtime_image

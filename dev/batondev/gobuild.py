@@ -22,10 +22,32 @@ from . import paths, versions
 from .requirements import need, run
 
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+NODE_BINARIES = ("kubelet", "kube-proxy")
+CONTAINERD_BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr")
 
 
 def kube_dir() -> Path:
     return paths.tool_dir("kubernetes", versions.KUBERNETES)
+
+
+def kube_node_dir() -> Path:
+    return paths.tool_dir("kubernetes-node", versions.KUBERNETES)
+
+
+def containerd_dir() -> Path:
+    return paths.tool_dir("containerd", versions.CONTAINERD)
+
+
+def local_path_dir() -> Path:
+    return paths.tool_dir("local-path-provisioner", versions.LOCAL_PATH_PROVISIONER)
+
+
+def crictl_dir() -> Path:
+    return paths.tool_dir("crictl", versions.CRI_TOOLS)
+
+
+def coredns_dir() -> Path:
+    return paths.tool_dir("coredns", versions.COREDNS)
 
 
 def etcd_dir() -> Path:
@@ -81,8 +103,16 @@ def _install_bins(built: Path, dest: Path, names: tuple[str, ...]) -> None:
 
 def build_kubernetes() -> Path:
     """Build kube-apiserver, kube-controller-manager, kube-scheduler and kubectl once per version."""
-    dest = kube_dir()
-    if all((dest / "bin" / b).exists() for b in KUBE_BINARIES):
+    return _build_kube(KUBE_BINARIES, kube_dir())
+
+
+def build_kube_node() -> Path:
+    """kubelet and kube-proxy, in a folder of their own so a control-plane-only cache stays valid."""
+    return _build_kube(NODE_BINARIES, kube_node_dir())
+
+
+def _build_kube(binaries: tuple[str, ...], dest: Path) -> Path:
+    if all((dest / "bin" / b).exists() for b in binaries):
         return dest / "bin"
     need("go")
     version = versions.KUBERNETES
@@ -97,8 +127,8 @@ def build_kubernetes() -> Path:
             "module baton.dev/kubewrapper\n\ngo 1.25\n\n"
             f"require k8s.io/kubernetes {version}\n\nreplace (\n{replaces}\n)\n"
         )
-        log = str(paths.CACHE / f"kubernetes-{version}.build.log")
-        pkgs = [f"k8s.io/kubernetes/cmd/{b}" for b in KUBE_BINARIES]
+        log = str(paths.CACHE / f"{dest.name}.build.log")
+        pkgs = [f"k8s.io/kubernetes/cmd/{b}" for b in binaries]
         run(["go", "get", *[f"{p}@{version}" for p in pkgs]], cwd=str(work), env=env, log=log)
         ldflags = " ".join(
             f"-X {pkg}.{k}={v}"
@@ -120,7 +150,7 @@ def build_kubernetes() -> Path:
             env=env,
             log=log,
         )
-        _install_bins(out, dest, KUBE_BINARIES)
+        _install_bins(out, dest, binaries)
     return dest / "bin"
 
 
@@ -153,10 +183,23 @@ def build_etcd() -> Path:
     return dest / "bin"
 
 
-def _go_install(name: str, package: str, version: str, dest: Path, ldflags: str = "-s -w") -> Path:
-    """``go install package@version`` into ``dest/bin`` once (modules whose go.mod has no local replaces)."""
-    if (dest / "bin" / name).exists():
+def _go_install(
+    name: str,
+    package: str | list[str],
+    version: str,
+    dest: Path,
+    ldflags: str = "-s -w",
+    *,
+    names: tuple[str, ...] = (),
+    tags: str = "",
+) -> Path:
+    """``go install package@version`` into ``dest/bin`` once (modules whose go.mod has no local replaces).
+
+    ``package`` may list several commands of one module; ``names`` are then the binaries they make."""
+    names = names or (name,)
+    if all((dest / "bin" / n).exists() for n in names):
         return dest / "bin"
+    packages = [package] if isinstance(package, str) else package
     need("go")
     paths.CACHE.mkdir(parents=True, exist_ok=True)  # the build log goes there
     with tempfile.TemporaryDirectory(prefix=f"baton-{name}-") as tmpd:
@@ -165,12 +208,20 @@ def _go_install(name: str, package: str, version: str, dest: Path, ldflags: str 
         env["GOBIN"] = str(work / "out")
         env["GOFLAGS"] = "-buildvcs=false"
         run(
-            ["go", "install", "-trimpath", "-ldflags", ldflags, f"{package}@{version}"],
+            [
+                "go",
+                "install",
+                "-trimpath",
+                *(["-tags", tags] if tags else []),
+                "-ldflags",
+                ldflags,
+                *(f"{p}@{version}" for p in packages),
+            ],
             cwd=str(work),
             env=env,
             log=str(paths.CACHE / f"{name}-{version}.build.log"),
         )
-        _install_bins(work / "out", dest, (name,))
+        _install_bins(work / "out", dest, names)
     return dest / "bin"
 
 
@@ -189,3 +240,38 @@ def build_actionlint() -> Path:
     """actionlint, the linter of the GitHub Actions workflows in .github/workflows."""
     package = "github.com/rhysd/actionlint/cmd/actionlint"
     return _go_install("actionlint", package, versions.ACTIONLINT, actionlint_dir())
+
+
+def build_containerd() -> Path:
+    """containerd, its runc shim and ``ctr`` (image import), the node's container runtime.
+
+    Static (no cgo), so the snapshotters that need C libraries are left out; overlayfs and
+    native remain, which is all the node uses."""
+    module = "github.com/containerd/containerd/v2"
+    version = versions.CONTAINERD
+    ldflags = f"-s -w -X {module}/version.Version={version}"
+    return _go_install(
+        "containerd",
+        [f"{module}/cmd/{b}" for b in CONTAINERD_BINARIES],
+        version,
+        containerd_dir(),
+        ldflags,
+        names=CONTAINERD_BINARIES,
+        tags="no_btrfs no_devmapper no_zfs",
+    )
+
+
+def build_coredns() -> Path:
+    """CoreDNS, the cluster DNS the node's Pods resolve Services and Pods with."""
+    return _go_install("coredns", "github.com/coredns/coredns", versions.COREDNS, coredns_dir())
+
+
+def build_crictl() -> Path:
+    """crictl: the CRI client that stops and removes every Pod on the node (its network too)."""
+    return _go_install("crictl", "sigs.k8s.io/cri-tools/cmd/crictl", versions.CRI_TOOLS, crictl_dir())
+
+
+def build_local_path_provisioner() -> Path:
+    """Rancher's local-path-provisioner: volumes for claims, as folders on the node (as kind and k3s do)."""
+    package = "github.com/rancher/local-path-provisioner"
+    return _go_install("local-path-provisioner", package, versions.LOCAL_PATH_PROVISIONER, local_path_dir())

@@ -136,7 +136,17 @@ def _listeners() -> dict[str, tuple[int, str]]:
         "MTLS": (ports.KAFKA_MTLS, "SSL"),
         "SASL_SSL": (ports.KAFKA_SASL_SSL, "SASL_SSL"),
         "OAUTH": (ports.KAFKA_OAUTH, "SASL_SSL"),
+        "NODE": (ports.KAFKA_NODE, "PLAINTEXT"),  # on the node's address, for Pods (batondev.node)
     }
+
+
+def _host(listener: str) -> str:
+    return ports.node_ip() if listener == "NODE" else "127.0.0.1"
+
+
+def node_bootstrap() -> str:
+    """The broker as Pods on the node reach it."""
+    return f"{ports.node_ip()}:{ports.KAFKA_NODE}"
 
 
 def _security_properties() -> list[str]:
@@ -181,10 +191,10 @@ def _server_properties(data: Path) -> str:
             "listeners="
             + ",".join(
                 [f"CONTROLLER://127.0.0.1:{ports.KAFKA_CONTROLLER}"]
-                + [f"{name}://127.0.0.1:{port}" for name, (port, _) in _listeners().items()]
+                + [f"{name}://{_host(name)}:{port}" for name, (port, _) in _listeners().items()]
             ),
             "advertised.listeners="
-            + ",".join(f"{name}://127.0.0.1:{port}" for name, (port, _) in _listeners().items()),
+            + ",".join(f"{name}://{_host(name)}:{port}" for name, (port, _) in _listeners().items()),
             "listener.security.protocol.map=CONTROLLER:PLAINTEXT,"
             + ",".join(f"{name}:{protocol}" for name, (_, protocol) in _listeners().items()),
             "controller.listener.names=CONTROLLER",

@@ -2,14 +2,18 @@
 
 Certificates come from ``openssl``: one CA that signs the API server's serving certificate
 and an admin client certificate (group ``system:masters``), plus a service-account signing
-key. The admin kubeconfig carries the CA, so clients verify TLS for real. There is no
-kubelet here: Pods stay unscheduled unless the dev pod runner runs them.
+key. The admin kubeconfig carries the CA, so clients verify TLS for real. The API server
+listens on every address and advertises the node's (``node_ip``), so Pods on the node
+(``batondev.node``) reach it through the ``kubernetes`` Service; it authorizes kubelets with
+the Node authorizer and reaches them by their InternalIP. Without the node, Pods stay
+unscheduled unless the dev pod runner runs them.
 """
 
 from __future__ import annotations
 
 import shutil
 import ssl
+import subprocess
 import urllib.request
 from pathlib import Path
 
@@ -63,10 +67,20 @@ def server_url() -> str:
 
 
 def _make_pki() -> None:
-    """Create the CA, serving and admin certs and the SA key once per run dir."""
+    """Create the CA, serving and admin certs and the SA key once per run dir and node address.
+
+    The serving certificate names the node's address, so a machine whose address changed gets
+    new certificates (with a stopped API server; a running one keeps serving the old ones)."""
     d = pki()
-    if (d / ".complete").exists():
+    marker = d / ".complete"
+    if marker.exists() and marker.read_text().strip() == ports.node_ip():
         return
+    if marker.exists() and procs.running_pid(APISERVER) is not None:
+        raise RuntimeError(
+            f"the API server runs with certificates for another address than {ports.node_ip()}: "
+            "restart it (dev/stack down; dev/stack up)"
+        )
+    shutil.rmtree(d, ignore_errors=True)
     need("openssl")
     d.mkdir(parents=True, exist_ok=True)
 
@@ -89,15 +103,24 @@ def _make_pki() -> None:
         "/CN=baton-local-ca",
     )
     (d / "server.ext").write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
-        "DNS:kubernetes.default.svc,IP:10.0.0.1\nextendedKeyUsage=serverAuth\n"
+        f"subjectAltName=IP:127.0.0.1,IP:{ports.node_ip()},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+        "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:10.0.0.1\n"
+        "extendedKeyUsage=serverAuth\n"
     )
     (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
-    for name, subj, ext in (
-        ("server", "/CN=kube-apiserver", "server.ext"),
-        ("admin", "/O=system:masters/CN=baton-admin", "client.ext"),
-    ):
-        ssl_cmd(
+    _issue("server", "/CN=kube-apiserver", "server.ext")
+    _issue("admin", "/O=system:masters/CN=baton-admin", "client.ext")
+    ssl_cmd("genrsa", "-out", "sa.key", "2048")
+    ssl_cmd("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
+    marker.write_text(ports.node_ip())
+
+
+def _issue(name: str, subject: str, ext: str) -> None:
+    """``<name>.key`` and ``<name>.crt`` in the PKI folder, signed by the stack's CA."""
+    d = pki()
+    run(
+        [
+            "openssl",
             "req",
             "-newkey",
             "rsa:2048",
@@ -107,9 +130,13 @@ def _make_pki() -> None:
             "-out",
             f"{name}.csr",
             "-subj",
-            subj,
-        )
-        ssl_cmd(
+            subject,
+        ],
+        cwd=str(d),
+    )
+    run(
+        [
+            "openssl",
             "x509",
             "-req",
             "-in",
@@ -125,15 +152,58 @@ def _make_pki() -> None:
             "3650",
             "-extfile",
             ext,
-        )
-    ssl_cmd("genrsa", "-out", "sa.key", "2048")
-    ssl_cmd("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
-    (d / ".complete").touch()
+        ],
+        cwd=str(d),
+    )
+
+
+def write_client_kubeconfig(path: Path, user: str, group: str) -> None:
+    """A kubeconfig for ``user`` (in ``group``) with a client certificate from the stack's CA, once.
+
+    The node's kubelet and kube-proxy get identities of their own, as on a real cluster, so
+    the Node authorizer and the default ``system:node-proxier`` binding apply to them."""
+    d = pki()
+    name = path.stem
+    if not (d / f"{name}.crt").exists():
+        need("openssl")
+        _issue(name, f"/O={group}/CN={user}" if group else f"/CN={user}", "client.ext")
+    path.write_text(_kubeconfig_text(user, d / f"{name}.crt", d / f"{name}.key"))
+
+
+def kubectl(*args: str) -> list[str]:
+    """argv of kubectl against the stack as its admin."""
+    return [str(gobuild.kube_dir() / "bin" / "kubectl"), f"--kubeconfig={kubeconfig()}", *args]
+
+
+def apply(manifest: str) -> None:
+    out = subprocess.run(kubectl("apply", "-f", "-"), input=manifest, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"kubectl apply failed: {out.stderr.strip()}")
+
+
+def require_node_ready_control_plane() -> None:
+    """The node needs the API server started by this version of the stack (Node authorizer,
+    advertised at the node's address) and the node-lifecycle controller; say so otherwise."""
+    for name, flag in ((APISERVER, "--authorization-mode=Node,"), (KCM, "-nodeipam,-cloud-node-lifecycle")):
+        pid = procs.running_pid(name)
+        if pid is None:
+            raise RuntimeError(f"{name} is not running: the node needs the control plane (dev/stack up kube)")
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        if flag not in cmdline:
+            raise RuntimeError(
+                f"{name} was started by an older stack without {flag.rstrip(',')}: restart it "
+                "(dev/stack down; dev/stack up kube node)"
+            )
 
 
 def _write_kubeconfig() -> None:
     d = pki()
-    kubeconfig().write_text(f"""apiVersion: v1
+    kubeconfig().write_text(_kubeconfig_text("baton-admin", d / "admin.crt", d / "admin.key"))
+
+
+def _kubeconfig_text(user: str, crt: Path, key: Path) -> str:
+    d = pki()
+    return f"""apiVersion: v1
 kind: Config
 clusters:
 - name: baton-local
@@ -141,18 +211,18 @@ clusters:
     server: {server_url()}
     certificate-authority: {d / "ca.crt"}
 users:
-- name: baton-admin
+- name: {user}
   user:
-    client-certificate: {d / "admin.crt"}
-    client-key: {d / "admin.key"}
+    client-certificate: {crt}
+    client-key: {key}
 contexts:
 - name: baton-local
   context:
     cluster: baton-local
-    user: baton-admin
+    user: {user}
     namespace: default
 current-context: baton-local
-""")
+"""
 
 
 def _healthy(url: str, *, tls: bool) -> bool:
@@ -210,8 +280,8 @@ def _start_apiserver(bin_dir: Path, timeout: float) -> None:
             [
                 str(bin_dir / "kube-apiserver"),
                 f"--etcd-servers=http://127.0.0.1:{ports.ETCD_CLIENT}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                "--bind-address=0.0.0.0",
+                f"--advertise-address={ports.node_ip()}",
                 f"--secure-port={ports.APISERVER}",
                 f"--tls-cert-file={d / 'server.crt'}",
                 f"--tls-private-key-file={d / 'server.key'}",
@@ -221,7 +291,12 @@ def _start_apiserver(bin_dir: Path, timeout: float) -> None:
                 "--requestheader-allowed-names=front-proxy-client",
                 "--requestheader-username-headers=X-Remote-User",
                 "--requestheader-group-headers=X-Remote-Group",
-                "--authorization-mode=RBAC",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
+                # logs, exec and port-forward go to the kubelet at its address, as its admin
+                "--kubelet-preferred-address-types=InternalIP",
+                f"--kubelet-client-certificate={d / 'admin.crt'}",
+                f"--kubelet-client-key={d / 'admin.key'}",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={d / 'sa.pub'}",
@@ -279,7 +354,8 @@ def up(timeout: float = 120, *, fresh: bool = False) -> None:
             f"--service-account-private-key-file={d / 'sa.key'}",
             f"--root-ca-file={d / 'ca.crt'}",
             "--use-service-account-credentials=false",
-            "--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle",
+            # node lifecycle: a Ready node loses its not-ready taint, a dead one its Pods
+            "--controllers=*,-nodeipam,-cloud-node-lifecycle",
             "--concurrent-statefulset-syncs=5",
         ],
         ports.CONTROLLER_MANAGER,

@@ -1,8 +1,12 @@
-"""The stack's ports on 127.0.0.1, all derived from one base so a second stack can move aside."""
+"""The stack's ports, all derived from one base so a second stack can move aside, and the node's address.
+
+Most listen on 127.0.0.1; what Pods on the node reach listens on ``node_ip()`` too."""
 
 from __future__ import annotations
 
+import functools
 import os
+import subprocess
 
 BASE = int(os.environ.get("BATON_PORT_BASE", "29090"))
 
@@ -24,3 +28,29 @@ SPARK_MASTER_UI = BASE + 31
 SPARK_WORKER_UI = BASE + 32  # and BASE + 33: one per worker
 S3 = BASE + 40  # MinIO's S3 API
 S3_CONSOLE = BASE + 41  # MinIO's console port (its web UI is off); MinIO insists on binding one
+KAFKA_NODE = BASE + 12  # PLAINTEXT on the node's address: what Pods on the node bootstrap from
+KUBELET = BASE + 50  # the kubelet's API (logs, exec, port-forward), on the node's address
+KUBELET_HEALTHZ = BASE + 51
+KUBE_PROXY_HEALTHZ = BASE + 52
+KUBE_PROXY_METRICS = BASE + 53
+COREDNS_HEALTH = BASE + 54
+
+
+@functools.cache
+def node_ip() -> str:
+    """The address of the interface with the default route: where Pods on the node reach the stack.
+
+    The kubelet refuses a loopback node IP; the first global address stands in on a machine
+    without a default route."""
+    route = subprocess.run(["ip", "-4", "-o", "route", "show", "default"], capture_output=True, text=True)
+    dev = route.stdout.split(" dev ")[1].split()[0] if " dev " in route.stdout else None
+    addrs = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show", "scope", "global", *(["dev", dev] if dev else [])],
+        capture_output=True,
+        text=True,
+    )
+    for line in addrs.stdout.splitlines():
+        fields = line.split()
+        if "inet" in fields:
+            return fields[fields.index("inet") + 1].split("/")[0]
+    raise RuntimeError("no global IPv4 address on this machine: the node needs one (ip -4 addr)")

@@ -13,10 +13,10 @@ import time
 
 import click
 
-from . import gobuild, kafka, kube, objectstore, oidc, paths, ports, procs, spark, tls
+from . import gobuild, kafka, kube, node, objectstore, oidc, paths, ports, procs, spark, tls
 from .requirements import MissingTool
 
-COMPONENTS = ("kafka", "kube", "helm", "spark", "s3", "actionlint")
+COMPONENTS = ("kafka", "kube", "node", "helm", "spark", "s3", "actionlint")
 
 
 def up_components(components: tuple[str, ...] | list[str], *, fresh: bool = False) -> dict[str, float]:
@@ -33,6 +33,8 @@ def up_components(components: tuple[str, ...] | list[str], *, fresh: bool = Fals
             kafka.up(fresh=fresh)
         elif comp == "kube":
             kube.up(fresh=fresh)
+        elif comp == "node":
+            node.up(fresh=fresh)
         elif comp == "helm":
             gobuild.build_helm()
         elif comp == "spark":
@@ -55,6 +57,7 @@ def env_lines() -> list[str]:
         f"export BATON_KAFKA_MTLS_BOOTSTRAP={kafka.mtls_bootstrap()}",
         f"export BATON_KAFKA_SASL_SSL_BOOTSTRAP={kafka.sasl_ssl_bootstrap()}",
         f"export BATON_KAFKA_OAUTH_BOOTSTRAP={kafka.oauth_bootstrap()}",
+        f"export BATON_KAFKA_NODE_BOOTSTRAP={kafka.node_bootstrap()}",
         f"export BATON_STACK_CA={shlex.quote(str(tls.ca_file()))}",
         f"export BATON_STACK_CLIENT_CERT={shlex.quote(str(tls.stack_client().certificate))}",
         f"export BATON_STACK_CLIENT_KEY={shlex.quote(str(tls.stack_client().key))}",
@@ -70,7 +73,8 @@ def env_lines() -> list[str]:
 def main() -> None:
     """Baton's local stack on 127.0.0.1: a Kafka broker (KRaft; plaintext, SCRAM, mutual-TLS,
     SASL_SSL and OAuth listeners, ACLs) with Keycloak as its OIDC server, etcd, kube-apiserver,
-    kube-controller-manager, kube-scheduler, kubectl, helm, the Spark Kafka connector, a
+    kube-controller-manager, kube-scheduler, kubectl, one node (containerd, kubelet, kube-proxy,
+    CoreDNS: `node`), helm, the Spark Kafka connector, a
     standalone Spark cluster (a master, two workers) and MinIO (S3) with Hadoop's S3A jars;
     `actionlint` installs the workflow linter (nothing runs)."""
 
@@ -100,7 +104,7 @@ def up(components: tuple[str, ...], fresh: bool) -> None:
 @main.command()
 def down() -> None:
     """Stop everything the stack started; installs and caches stay."""
-    stopped = spark.cluster_down() + kube.down()
+    stopped = spark.cluster_down() + node.down() + kube.down()
     if objectstore.down():
         stopped.append("minio")
     if kafka.down():
@@ -129,6 +133,11 @@ def status() -> None:
         ("kube-apiserver", kube.APISERVER, kube.server_url()),
         ("kube-controller-manager", kube.KCM, f"127.0.0.1:{ports.CONTROLLER_MANAGER}"),
         ("kube-scheduler", kube.SCHEDULER, f"127.0.0.1:{ports.SCHEDULER}"),
+        ("containerd", node.CONTAINERD, str(node.socket())),
+        ("coredns (cluster DNS)", node.COREDNS, f"{ports.node_ip()}:53"),
+        ("kubelet", node.KUBELET, f"node {node.NAME} at {ports.node_ip()}:{ports.KUBELET}"),
+        ("kube-proxy", node.KUBE_PROXY, "iptables mode"),
+        ("local-path-provisioner", node.PROVISIONER, f"StorageClass {node.STORAGE_CLASS}"),
         ("spark-master", "spark-master", spark.master_url()),
         ("spark-worker-1", "spark-worker-1", "1 core, 1 GiB"),
         ("spark-worker-2", "spark-worker-2", "1 core, 1 GiB"),

@@ -13,3 +13,11 @@ MINIO = "v0.0.0-20260212201848-7aac2a2c5b7c"
 # The OIDC server behind the broker's OAUTHBEARER listener: Keycloak's distribution zip,
 # from Maven Central (the identity provider Strimzi documents for Kafka's OAuth).
 KEYCLOAK = "26.4.7"
+# The local node (dev/stack up node): containerd from the Go module proxy (its runc shim and
+# `ctr` too), CoreDNS as the cluster DNS; kubelet and kube-proxy come from KUBERNETES.
+CONTAINERD = "v2.2.9"
+COREDNS = "v1.15.0"
+# The node's volume provisioner (volumeClaimTemplates), as k3s and kind use it.
+LOCAL_PATH_PROVISIONER = "v0.0.30"
+# crictl, the CRI client `dev/stack down` stops and removes the node's Pods with (network included).
+CRI_TOOLS = "v1.34.0"
