@@ -1,11 +1,13 @@
 """The demo behind ``make demo``: the whole product on the local stack, checked end to end.
 
-Steps: the local stack; the Baton chart installed with helm (its operator Pods run by the
-pod runner as local processes, as they would on a node); the click counter applied as a
-StreamApp; clicks produced; counts printed; a new version deployed (a spec change), which
-the operator rolls out blue-green and flips; more clicks; the final counts checked against
-the input, user by user. It exits 0 only if the counts in the ``read_committed`` output
-are exact.
+Steps: the local stack with its node; the runtime image built from the Dockerfile and
+imported into the node; the Baton chart installed with helm (its operator runs as a Pod on
+the node); the click counter applied as a StreamApp (its workers Pods on the node, from the
+image); clicks produced; counts printed; a new image tag deployed, which the operator rolls
+out blue-green and flips; more clicks; the final counts checked against the input, user by
+user. It exits 0 only if the counts in the ``read_committed`` output are exact.
+
+``--runtime process|runc`` runs the Pods with the dev pod runner instead of the node.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from baton.testing import latest_by_key, produce, read_all, wait_for
 from batondev.paths import EXAMPLE, REPO
 
-from . import debtools, gobuild, image, kafka, kube, stack
+from . import buildah, debtools, gobuild, image, kafka, kube, node, stack
 from .podrunner import harness
 
 USERS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
@@ -133,6 +135,20 @@ def status(name: str) -> dict[str, Any]:
     return result
 
 
+def show_worker(color: str) -> None:
+    """``kubectl logs`` and ``kubectl exec`` on a worker Pod: the kubelet serves both."""
+    pod = f"click-counter-{color}-0"
+    say(f"kubectl logs and kubectl exec on {pod}")
+    ids = kubectl(
+        "get", "pod", pod, "-n", APP_NS, "-o", "jsonpath={.status.containerStatuses[*].containerID}"
+    )
+    click.echo(f"   container {ids.stdout.strip()}")
+    for line in kubectl("logs", pod, "-n", APP_NS, "--tail=2").stdout.strip().splitlines():
+        click.echo(f"   log: {line[:160]}")
+    version = kubectl("exec", pod, "-n", APP_NS, "--", "baton", "--version").stdout.strip()
+    click.echo(f"   exec: baton --version -> {version}")
+
+
 def reset_namespaces() -> None:
     helm("uninstall", "baton", "-n", OPERATOR_NS, "--wait", "--timeout=60s", check=False)
     for ns in (APP_NS, OPERATOR_NS):
@@ -159,11 +175,11 @@ def reset_namespaces() -> None:
 )
 @click.option(
     "--runtime",
-    type=click.Choice(["process", "runc"]),
-    default="process",
+    type=click.Choice(["node", "process", "runc"]),
+    default="node",
     show_default=True,
-    help="How the pod runner runs containers: local processes, or the runtime image built from the "
-    "Dockerfile (dev/image) under runc, operator included",
+    help="Where Pods run: the stack's node (kubelet, containerd) from the runtime image built from the "
+    "Dockerfile; or the dev pod runner, as local processes or from the image under runc",
 )
 @click.option(
     "--keep-stack", is_flag=True, help="Use the running stack as it is instead of starting it fresh"
@@ -174,15 +190,34 @@ def main(events: int, runtime: str, keep_stack: bool) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.monotonic()
     say(
-        "Local stack: Kafka (KRaft), etcd, kube-apiserver, controllers, helm (installed once into ~/.cache/baton)"
+        "Local stack: Kafka (KRaft), etcd, kube-apiserver, controllers, "
+        + ("a node (kubelet, containerd, kube-proxy, CoreDNS), " if runtime == "node" else "")
+        + "helm (installed once into ~/.cache/baton)"
     )
-    spent = stack.up_components(["kafka", "kube", "helm"], fresh=not keep_stack)
+    on_node = runtime == "node"
+    spent = stack.up_components(
+        ["kafka", "kube", *(["node"] if on_node else []), "helm"], fresh=not keep_stack
+    )
     click.echo("   " + ", ".join(f"{k} ready in {v:.1f}s" for k, v in spent.items()))
     bootstrap = kafka.bootstrap()
+    # the address the app's Pods reach the broker at (the node's, when they run on it)
+    app_bootstrap = kafka.node_bootstrap() if on_node else bootstrap
     image_sets: list[str] = []
     runner_args: list[str] = []
     built = ""
-    if runtime == "runc":
+    if on_node:
+        say(
+            "The runtime image, built from the Dockerfile with buildah and imported into the node's containerd"
+        )
+        built = image.build("runtime")
+        node.load_image(built)
+        repository, _, tag = built.rpartition(":")
+        image_sets = [
+            *("--set", f"image.repository={repository}", "--set", f"image.tag={tag}"),
+            *("--set-json", f"operator.tolerations={json.dumps([node.TOLERATION])}"),
+        ]
+        click.echo(f"   {built}: the operator's and the workers' Pods run from it on node {node.NAME}")
+    elif runtime == "runc":
         say("The runtime image, built from the Dockerfile with buildah (cached by its inputs)")
         debtools.ensure("runc")
         built = image.build("runtime")
@@ -214,13 +249,31 @@ def main(events: int, runtime: str, keep_stack: bool) -> None:
         fut.result(30)
 
     exact = False
-    with harness.running(APP_NS, OPERATOR_NS, extra=runner_args) as runner:
-        how = "from the image under runc" if built else "as local processes"
-        say(f"Pod runner started: it runs the Pods the controllers create {how}")
-        click.echo(f"   node {runner.node}, log {runner.log}")
-        manifest = streamapp(bootstrap, clicks_topic, counts_topic, app_id)
+    runner: contextlib.AbstractContextManager[Any] = (
+        contextlib.nullcontext() if on_node else harness.running(APP_NS, OPERATOR_NS, extra=runner_args)
+    )
+    with runner as pod_runner:
+        if on_node:
+            kubectl("rollout", "status", "deploy", "-n", OPERATOR_NS, "--timeout=300s")
+            click.echo(kubectl("get", "pods", "-n", OPERATOR_NS, "-o", "wide").stdout.rstrip())
+            ids = kubectl(
+                "get",
+                "pods",
+                "-n",
+                OPERATOR_NS,
+                "-o",
+                "jsonpath={.items[*].status.containerStatuses[*].containerID}",
+            )
+            click.echo(f"   operator container {ids.stdout.strip()}")
+        else:
+            how = "from the image under runc" if built else "as local processes"
+            say(f"Pod runner started: it runs the Pods the controllers create {how}")
+            click.echo(f"   node {pod_runner.node}, log {pod_runner.log}")
+        manifest = streamapp(app_bootstrap, clicks_topic, counts_topic, app_id)
         if built:
             manifest["spec"]["image"] = built
+        if on_node:
+            manifest["spec"]["podTemplate"]["tolerations"] = [node.TOLERATION]
         say(
             f"kubectl apply of the click counter (applicationId {app_id}, topics {clicks_topic} -> {counts_topic})"
         )
@@ -228,6 +281,8 @@ def main(events: int, runtime: str, keep_stack: bool) -> None:
         kubectl("wait", "--for=condition=Ready", "sapp/click-counter", "-n", APP_NS, "--timeout=300s")
         click.echo(kubectl("get", "sapp", "-n", APP_NS).stdout.rstrip())
         click.echo(kubectl("get", "pods", "-n", APP_NS, "-o", "wide").stdout.rstrip())
+        if on_node:
+            show_worker(status("click-counter").get("activeColor", "blue"))
 
         first = clicks(events, seed=1)
         say(f"Producing {len(first):,} clicks for {len(USERS)} users")
@@ -244,8 +299,15 @@ def main(events: int, runtime: str, keep_stack: bool) -> None:
         counts_table(counts(), dict(expected))
 
         before = status("click-counter").get("activeColor", "blue")
-        say(f"Deploying a new version (spec change DEMO_VERSION=v2); active color now: {before}")
-        manifest["spec"]["podTemplate"]["env"][-1]["value"] = "v2"
+        if on_node:
+            v2 = f"{built}-v2"
+            buildah.run("tag", built, v2)
+            node.load_image(v2)
+            say(f"Deploying a new version (image {v2}); active color now: {before}")
+            manifest["spec"]["image"] = v2
+        else:
+            say(f"Deploying a new version (spec change DEMO_VERSION=v2); active color now: {before}")
+            manifest["spec"]["podTemplate"]["env"][-1]["value"] = "v2"
         kubectl("apply", "-f", "-", input=json.dumps(manifest))
         phases: list[str] = []
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -503,7 +504,7 @@ def _clean_leftovers() -> None:
     proxy = gobuild.kube_node_dir() / "bin" / "kube-proxy"
     if proxy.exists():
         subprocess.run([str(proxy), "--cleanup"], capture_output=True, timeout=60)
-    _flush_cni_chains()
+    _remove_chains()
     for mount in sorted(_mounts_under(state), key=len, reverse=True):
         subprocess.run(["umount", "-l", mount], capture_output=True)
     subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
@@ -537,17 +538,20 @@ def _mounts_under(prefix: str) -> list[str]:
     return mounts
 
 
-def _flush_cni_chains() -> None:
-    """The bridge plugin's masquerade chains (``CNI-*``) of Pods that were never torn down."""
-    out = subprocess.run(["iptables", "-t", "nat", "-S"], capture_output=True, text=True)
-    chains = {line.split()[1] for line in out.stdout.splitlines() if line.startswith("-N CNI-")}
-    for rule in out.stdout.splitlines():
-        if rule.startswith("-A POSTROUTING") and " -j CNI-" in rule:
-            subprocess.run(["iptables", "-t", "nat", "-D", *rule.split()[1:]], capture_output=True)
-    for chain in chains:
-        subprocess.run(["iptables", "-t", "nat", "-F", chain], capture_output=True)
-    for chain in chains:
-        subprocess.run(["iptables", "-t", "nat", "-X", chain], capture_output=True)
+def _remove_chains() -> None:
+    """The iptables chains the node made (``KUBE-*`` of the kubelet and kube-proxy, ``CNI-*`` of
+    the bridge plugin) and the rules that jump to them, in every table they use."""
+    for table in ("nat", "filter", "mangle"):
+        out = subprocess.run(["iptables", "-t", table, "-S"], capture_output=True, text=True)
+        lines = out.stdout.splitlines()
+        chains = [line.split()[1] for line in lines if line.startswith(("-N KUBE-", "-N CNI-"))]
+        for rule in lines:
+            builtin = rule.startswith("-A ") and not rule.split()[1].startswith(("KUBE-", "CNI-"))
+            if builtin and any(f"-j {chain}" in rule for chain in chains):
+                subprocess.run(["iptables", "-t", table, "-D", *shlex.split(rule)[1:]], capture_output=True)
+        for action in ("-F", "-X"):
+            for chain in chains:
+                subprocess.run(["iptables", "-t", table, action, chain], capture_output=True)
 
 
 def _remove_cgroups() -> None:
