@@ -1,15 +1,19 @@
 """The chaos scenario behind tests/e2e/test_chaos.py (short) and bench/chaos.py (long).
 
-In one namespace: the CRDs, ``baton operator`` as a subprocess, the pod runner, and the
-click counter as a StreamApp (exactly-once, write cache off, two colors). Clicks arrive at
+In one namespace: the CRDs, the operator, and the click counter as a StreamApp
+(exactly-once, write cache off, two colors). With ``on_node`` everything runs as Pods on the
+stack's node from the runtime image (the operator installed with the chart); otherwise
+``baton operator`` is a subprocess and the pod runner runs the workers. Clicks arrive at
 a fixed rate the whole time. Faults come one at a time on their own clock, also while a
 deploy rolls out or flips (never during a rollback: a failed rollback flip is not retried
 by the operator, by design):
 
 * deletes a random worker Pod (``kubectl delete pod``: SIGTERM, the StatefulSet recreates it);
-* SIGKILLs a random worker process (its pid is the Pod's ``podrunner://<pid>`` containerID;
-  the pod runner restarts it, as a kubelet would);
-* SIGKILLs the operator and starts a new one (it takes over through kopf peering);
+* SIGKILLs a random worker container's process (found through the node's CRI, or the pod
+  runner's ``podrunner://<pid>``); the kubelet (or the pod runner) restarts it;
+* SIGKILLs the operator (its container's process on the node, and the kubelet restarts it;
+  or the subprocess, and a new one starts); it takes over through its Lease;
+* on the node, SIGKILLs the kubelet and starts it again (the containers keep running);
 * deploys a new version: a spec change (a podTemplate env var) that the operator rolls out
   blue-green and flips;
 * rolls back right after a deploy (the operator flips back to the old color).
@@ -51,10 +55,11 @@ from baton.control.coordinator import current_state
 from baton.control.messages import Color
 from baton.testing import SteadyInput, read_all, wait_for
 
-from . import e2e
+from . import e2e, node, procs
 from .podrunner import harness
 
-FAULT_KINDS = ("delete-pod", "kill-worker", "restart-operator")
+FAULT_KINDS = ("delete-pod", "kill-worker", "restart-operator", "restart-kubelet")
+NODE_ONLY = frozenset({"restart-kubelet"})
 APP = "click-counter"
 VERSION_VAR = "CHAOS_VERSION"
 
@@ -85,6 +90,12 @@ class ChaosConfig:
     operator_restart_in_deploy: bool = True
     ready_timeout_s: float = 300.0
     catch_up_timeout_s: float = 300.0
+    # Run on the stack's node from this image (operator and workers as Pods); "" = the pod runner.
+    node_image: str = ""
+
+    @property
+    def fault_kinds(self) -> tuple[str, ...]:
+        return tuple(k for k in FAULT_KINDS if self.node_image or k not in NODE_ONLY)
 
 
 @dataclass
@@ -174,7 +185,7 @@ def plan(cfg: ChaosConfig, rng: random.Random) -> list[str]:
     """The order of events: every fault kind early, deploys spread out, each rollback after a deploy."""
     faults: list[str] = []
     while len(faults) < cfg.faults:
-        kinds = list(FAULT_KINDS)
+        kinds = list(cfg.fault_kinds)
         rng.shuffle(kinds)
         faults += kinds
     events = faults[: cfg.faults]
@@ -201,7 +212,7 @@ class _Context:
     counts: str
     application_id: str
     kubectl: e2e.Kubectl
-    operator: e2e.Operator
+    operator: e2e.Operator | e2e.PodOperator
     body: dict[str, Any]
     rng: random.Random
     say: Callable[[str], None]
@@ -238,7 +249,11 @@ class Chaos:
         kubectl = e2e.Kubectl.local()
         e2e.install_crds(kubectl)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        operator = e2e.Operator(self.namespace, self.workdir / "operator.log")
+        operator: e2e.Operator | e2e.PodOperator
+        if cfg.node_image:
+            operator = e2e.PodOperator(self.namespace, cfg.node_image, self.workdir / "operator.log")
+        else:
+            operator = e2e.Operator(self.namespace, self.workdir / "operator.log")
         body = e2e.click_counter_app(
             name=APP,
             namespace=self.namespace,
@@ -251,6 +266,9 @@ class Chaos:
             env={VERSION_VAR: "v1"},
             state_migration=cfg.state_migrations[0],
         )
+        if cfg.node_image:
+            body["spec"]["image"] = cfg.node_image
+            body["spec"]["podTemplate"]["tolerations"] = [node.TOLERATION]
         ctx = _Context(
             cfg,
             self.namespace,
@@ -265,8 +283,20 @@ class Chaos:
             self.say,
         )
         runner_log = self.workdir / "podrunner"
-        with harness.running(self.namespace, extra=["--backoff-cap", "4"], log_dir=runner_log) as runner:
-            self.say(f"pod runner on node {runner.node} (log {runner.log}); operator log {operator.log}")
+        runner: contextlib.AbstractContextManager[Any] = (
+            contextlib.nullcontext()
+            if cfg.node_image
+            else harness.running(self.namespace, extra=["--backoff-cap", "4"], log_dir=runner_log)
+        )
+        with runner as pod_runner:
+            if pod_runner is not None:
+                self.say(
+                    f"pod runner on node {pod_runner.node} (log {pod_runner.log}); operator log {operator.log}"
+                )
+            else:
+                self.say(
+                    f"on node {node.NAME} from {cfg.node_image}; operator: helm release {getattr(operator, 'release', '?')}"
+                )
             operator.start()
             try:
                 return self._scenario(ctx, started)
@@ -278,7 +308,7 @@ class Chaos:
                 raise TimeoutError(
                     f"{exc}\noperator {state}; its errors (last 5):\n"
                     + "\n".join(errors or ["none"])
-                    + f"\npod runner log (last 15 lines):\n{runner.tail(15)}"
+                    + (f"\npod runner log (last 15 lines):\n{pod_runner.tail(15)}" if pod_runner else "")
                 ) from None
             finally:
                 # The operator deletes the app's internal topics (deletionPolicy DeleteTopics).
@@ -478,6 +508,27 @@ def _restart_operator(ctx: _Context) -> Event:
     )
 
 
+def _restart_kubelet(ctx: _Context) -> Event:
+    """SIGKILL the kubelet, as a crash would, and start it again: running containers must stay."""
+    before = {p["metadata"]["name"]: e2e.pod_pid(p) for p in e2e.worker_pods(ctx.kubectl, ctx.namespace, APP)}
+    pid = procs.running_pid(node.KUBELET)
+    assert pid is not None, "the node's kubelet is not running"
+    started = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    wait_for("the kubelet to exit", lambda: procs.running_pid(node.KUBELET) is None, 30)
+    node.start_kubelet()
+    after = {p["metadata"]["name"]: e2e.pod_pid(p) for p in e2e.worker_pods(ctx.kubectl, ctx.namespace, APP)}
+    kept = sum(1 for name, old in before.items() if old and after.get(name) == old)
+    return Event(
+        "restart-kubelet",
+        node.NAME,
+        0,
+        detail=f"SIGKILL pid {pid}; Ready again after {time.monotonic() - started:.1f}s; "
+        f"{kept} of {len(before)} worker containers kept running",
+        recovered=True,
+    )
+
+
 def _active_color(ctx: _Context) -> Color:
     """The color in force, from the control topic (the truth the workers' sink gates follow)."""
     reader = ControlReader(ctx.bootstrap, control_topic(ctx.application_id))
@@ -567,6 +618,7 @@ INJECT: dict[str, Callable[[_Context], Event]] = {
     "delete-pod": _delete_pod,
     "kill-worker": _kill_worker,
     "restart-operator": _restart_operator,
+    "restart-kubelet": _restart_kubelet,
     "deploy": _deploy,
     "rollback": _rollback,
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -27,7 +28,7 @@ import orjson
 
 from baton.testing import wait_for
 from batondev import gobuild, kube
-from batondev.paths import CRD, EXAMPLE
+from batondev.paths import CRD, EXAMPLE, REPO
 
 APP_LABEL = "baton.dev/app"
 COLOR_LABEL = "baton.dev/color"
@@ -274,6 +275,126 @@ def describe_app(kubectl: Kubectl, namespace: str, name: str) -> str:
     )
 
 
+class PodOperator:
+    """The chart's operator as a Pod on the stack's node: ``helm install`` into one namespace.
+
+    The same interface as :class:`Operator`; a restart SIGKILLs the container's process, as a
+    node does when it fails, and the kubelet starts it again (the Deployment keeps one replica,
+    so the new process takes over the Lease as a second replica would)."""
+
+    READY_LINE = Operator.READY_LINE
+
+    def __init__(self, namespace: str, image: str, log: Path, lease_duration: int = 6) -> None:
+        from batondev import node
+
+        self.namespace, self.image, self.log, self.lease_duration = namespace, image, log, lease_duration
+        # ClusterRoles carry the release's name: one release name per namespace
+        self.release = f"baton-{hashlib.sha1(namespace.encode()).hexdigest()[:8]}"
+        self.toleration = node.TOLERATION
+        self.kubectl = Kubectl.local()
+        self.starts = 0
+
+    def _helm(self, *args: str) -> None:
+        out = subprocess.run(
+            [str(gobuild.helm_dir() / "bin" / "helm"), f"--kubeconfig={kube.kubeconfig()}", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"helm {' '.join(args[:2])} failed: {out.stderr.strip()}")
+
+    def start(self, timeout: float = 180) -> PodOperator:
+        repository, _, tag = self.image.rpartition(":")
+        renew = max(2, self.lease_duration * 2 // 3)
+        self._helm(
+            *("upgrade", "--install", self.release, str(REPO / "charts" / "baton"), "-n", self.namespace),
+            *("--set", "operator.replicas=1", "--set", f"operator.watchNamespaces={{{self.namespace}}}"),
+            *("--set", f"image.repository={repository}", "--set", f"image.tag={tag}"),
+            *("--set-json", f"operator.tolerations={json.dumps([self.toleration])}"),
+            *("--set", f"operator.leaderElection.leaseDurationSeconds={self.lease_duration}"),
+            *("--set", f"operator.leaderElection.renewDeadlineSeconds={renew}"),
+            *("--set", "operator.leaderElection.retryPeriodSeconds=1"),
+        )
+        self.kubectl(
+            "rollout", "status", f"deploy/{self.release}", "-n", self.namespace, f"--timeout={int(timeout)}s"
+        )
+        self._wait_ready(timeout)
+        self.starts += 1
+        return self
+
+    def _pod(self) -> dict[str, Any] | None:
+        pods = self.kubectl.get(
+            "pods", "-n", self.namespace, "-l", f"app.kubernetes.io/instance={self.release}"
+        )
+        live = [p for p in (pods or {}).get("items") or [] if not p["metadata"].get("deletionTimestamp")]
+        return live[0] if live else None
+
+    def _wait_ready(self, timeout: float) -> None:
+        def ready() -> bool:
+            pod = self._pod()
+            return pod is not None and pod_pid(pod) is not None and self.READY_LINE in self.current_log()
+
+        wait_for("the operator Pod to start", ready, timeout)
+
+    @property
+    def pid(self) -> int | None:
+        pod = self._pod()
+        return pod_pid(pod) if pod else None
+
+    @property
+    def proc(self) -> None:
+        return None
+
+    def current_log(self) -> str:
+        pod = self._pod()
+        if pod is None:
+            return ""
+        out = self.kubectl("logs", pod["metadata"]["name"], "-n", self.namespace, check=False)
+        return out.stdout
+
+    def kill(self, sig: int = signal.SIGKILL, timeout: float = 60) -> None:
+        """The end of the run: the release goes (SIGTERM to the Pod, as a drain does)."""
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(Exception):
+            self.log.write_text(self.tail(100_000))
+        with contextlib.suppress(RuntimeError):
+            self._helm(
+                "uninstall", self.release, "-n", self.namespace, "--wait", f"--timeout={int(timeout)}s"
+            )
+
+    def restart(self) -> None:
+        """SIGKILL the operator's container process; the kubelet restarts it in the same Pod."""
+        pod = self._pod()
+        old = _container_id(pod) if pod else ""
+        pid = pod_pid(pod) if pod else None
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+
+        def new_process() -> bool:
+            now = self._pod()
+            if now is None or _container_id(now) in ("", old) or pod_pid(now) is None:
+                return False
+            return self.READY_LINE in self.current_log()
+
+        wait_for("the operator's container to run again", new_process, 180, every=0.5)
+        self.starts += 1
+
+    def tail(self, lines: int = 30) -> str:
+        pod = self._pod()
+        if pod is None:
+            return "(no operator Pod)"
+        out = self.kubectl(
+            "logs", pod["metadata"]["name"], "-n", self.namespace, f"--tail={lines}", check=False
+        )
+        return out.stdout
+
+
+def _container_id(pod: dict[str, Any]) -> str:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return str(statuses[0].get("containerID") or "") if statuses else ""
+
+
 def worker_pods(kubectl: Kubectl, namespace: str, app: str) -> list[dict[str, Any]]:
     """The app's worker Pods (both colors) that are not being deleted."""
     out = kubectl.get("pods", "-n", namespace, "-l", f"{APP_LABEL}={app}")
@@ -282,11 +403,19 @@ def worker_pods(kubectl: Kubectl, namespace: str, app: str) -> list[dict[str, An
 
 
 def pod_pid(pod: dict[str, Any]) -> int | None:
-    """The local process id of a Pod's running container (``podrunner://<pid>``), if it runs."""
+    """The host process id of a Pod's running container, if it runs: from the node's runtime
+    (``containerd://<id>``) or the pod runner's container id (``podrunner://<pid>``)."""
+    from batondev import node
+
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         cid = str(status.get("containerID") or "")
-        if cid.startswith("podrunner://") and "running" in (status.get("state") or {}):
+        if "running" not in (status.get("state") or {}):
+            continue
+        if cid.startswith("podrunner://"):
             return int(cid.removeprefix("podrunner://"))
+        if cid.startswith("containerd://"):
+            with contextlib.suppress(RuntimeError):  # the container went meanwhile
+                return node.container_pid(cid) or None
     return None
 
 

@@ -394,24 +394,7 @@ def up(timeout: float = 120, *, fresh: bool = False) -> None:
         procs.start(COREDNS, [str(bins["coredns"] / "coredns"), "-conf", str(d / "Corefile")], cwd=d)
     procs.wait_started(COREDNS, lambda: _http_ok(f"http://127.0.0.1:{ports.COREDNS_HEALTH}/health"), timeout)
 
-    if procs.running_pid(KUBELET) is None:
-        procs.start(
-            KUBELET,
-            [
-                str(bins["kube"] / "kubelet"),
-                f"--config={d / 'kubelet.yaml'}",
-                f"--kubeconfig={d / 'kubelet.kubeconfig'}",
-                f"--root-dir={d / 'kubelet'}",
-                f"--cert-dir={d / 'kubelet' / 'pki'}",
-                f"--hostname-override={NAME}",
-                f"--node-ip={node_ip()}",
-                "--v=1",
-            ],
-            env={**os.environ, "PATH": path},
-        )
-    procs.wait_started(
-        KUBELET, lambda: _http_ok(f"http://127.0.0.1:{ports.KUBELET_HEALTHZ}/healthz"), timeout
-    )
+    start_kubelet(timeout, path)
 
     if procs.running_pid(KUBE_PROXY) is None:
         procs.start(KUBE_PROXY, [str(bins["kube"] / "kube-proxy"), f"--config={d / 'kube-proxy.yaml'}"])
@@ -436,6 +419,34 @@ def up(timeout: float = 120, *, fresh: bool = False) -> None:
     procs.wait_started(
         PROVISIONER, lambda: "Started provisioner controller" in procs.tail(PROVISIONER, 200), timeout
     )
+    procs.wait_started(KUBELET, _node_ready, timeout)
+
+
+def start_kubelet(timeout: float = 120, path: str | None = None) -> None:
+    """Start the kubelet unless it runs (its configuration is written by ``up``); wait for the Node's Ready."""
+    d = root()
+    if path is None:
+        path = os.pathsep.join([str(gobuild.containerd_dir() / "bin"), os.environ.get("PATH", "")])
+    bins = gobuild.kube_node_dir() / "bin"
+    if procs.running_pid(KUBELET) is None:
+        procs.start(
+            KUBELET,
+            [
+                str(bins / "kubelet"),
+                f"--config={d / 'kubelet.yaml'}",
+                f"--kubeconfig={d / 'kubelet.kubeconfig'}",
+                f"--root-dir={d / 'kubelet'}",
+                f"--cert-dir={d / 'kubelet' / 'pki'}",
+                f"--hostname-override={NAME}",
+                f"--node-ip={node_ip()}",
+                "--v=1",
+            ],
+            env={**os.environ, "PATH": path},
+        )
+    procs.wait_started(
+        KUBELET, lambda: _http_ok(f"http://127.0.0.1:{ports.KUBELET_HEALTHZ}/healthz"), timeout
+    )
+
     procs.wait_started(KUBELET, _node_ready, timeout)
 
 
@@ -485,9 +496,11 @@ def _crictl(*args: str) -> list[str]:
 
 
 def container_pid(container_id: str) -> int:
-    """The host pid of a container's first process (``containerd://<id>``): what a node failure kills."""
+    """The host pid of a container's first process (``containerd://<id>``): what a node failure kills.
+
+    0 when the container has exited."""
     out = run(_crictl("inspect", "-o", "json", container_id.removeprefix("containerd://")))
-    return int(json.loads(out)["info"]["pid"])
+    return int(json.loads(out)["info"].get("pid") or 0)
 
 
 def _remove_pods() -> None:

@@ -1,11 +1,12 @@
 """Chaos from ``kubectl apply`` to exact counts (issue 10), the short CI variant.
 
 The click counter runs as a StreamApp (two colors, 2 replicas each, one standby of every
-task, exactly-once, write cache off) under the real operator, with its Pods run as local
-processes by the pod runner. Clicks arrive at a fixed rate while the test, every 10 s and
-also in the middle of rollouts and flips, deletes a worker Pod, SIGKILLs a worker process,
-or SIGKILLs and restarts the operator (one fault of each kind plus one mid-deploy operator
-restart). Then the ``read_committed`` output must be exactly what the input implies, per
+task, exactly-once, write cache off) under the real operator, everything as Pods on the
+stack's node from the runtime image (the operator installed with the chart). Clicks arrive
+at a fixed rate while the test, every 10 s and also in the middle of rollouts and flips,
+deletes a worker Pod, SIGKILLs a worker container's process, SIGKILLs the operator's, or
+SIGKILLs the kubelet and starts it again (one fault of each kind plus one mid-deploy
+operator kill). Then the ``read_committed`` output must be exactly what the input implies, per
 user the counts 1..n in order, and the StreamApp must be Ready again.
 
 Two deploys (podTemplate env changes) go through the operator's blue-green flow (update
@@ -26,6 +27,8 @@ from pathlib import Path
 import pytest
 from batondev.chaos import Chaos, ChaosConfig
 
+from tests.conftest import Node
+
 pytestmark = pytest.mark.e2e
 
 
@@ -35,16 +38,17 @@ def _say(capsys: pytest.CaptureFixture[str], line: str) -> None:
         print(line, flush=True)
 
 
-@pytest.mark.usefixtures("kube")
-def test_faults_and_deploys_under_steady_input_keep_the_output_exact(
-    kafka_bootstrap: str,
+def test_faults_and_deploys_on_the_node_under_steady_input_keep_the_output_exact(
+    *,
+    node: Node,
+    node_runtime_image: str,
     namespace: str,
     new_topic: Callable[..., str],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     cfg = ChaosConfig(
-        faults=3,  # one of each kind; bench/chaos.py runs many
+        faults=4,  # one of each kind; bench/chaos.py runs many
         fault_interval_s=10.0,
         deploys=2,
         rollbacks=1,
@@ -55,11 +59,12 @@ def test_faults_and_deploys_under_steady_input_keep_the_output_exact(
         # the second deploy rebuilds: the idle color gets a new, empty application id
         # generation that replays the input silently (issue 16: it used to emit it all again)
         state_migrations=("Reuse", "Rebuild"),
+        node_image=node_runtime_image,
     )
     chaos = Chaos(
         cfg,
         namespace=namespace,
-        bootstrap=kafka_bootstrap,
+        bootstrap=node.kafka_bootstrap,
         clicks_topic=new_topic(partitions=cfg.partitions),
         counts_topic=new_topic(partitions=cfg.partitions),
         workdir=tmp_path,
@@ -70,8 +75,8 @@ def test_faults_and_deploys_under_steady_input_keep_the_output_exact(
         print(f"\nchaos e2e: faults injected\n{report.events_table()}\n{report.summary_table()}")
 
     kinds = report.by_kind()
-    assert sum(kinds.get(k, 0) for k in ("delete-pod", "kill-worker", "restart-operator")) >= 3, kinds
-    assert all(kinds.get(k) for k in ("delete-pod", "kill-worker", "restart-operator")), kinds
+    faults = ("delete-pod", "kill-worker", "restart-operator", "restart-kubelet")
+    assert all(kinds.get(k) for k in faults), kinds
     assert kinds.get("deploy") == 2 and kinds.get("rollback") == 1, kinds
     deploys = [e.detail for e in sorted(report.events, key=lambda e: e.at_s) if e.kind == "deploy"]
     # Reuse keeps the color's application id; Rebuild flips to <applicationId>-<color>-g<N>
