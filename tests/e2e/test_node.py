@@ -6,16 +6,19 @@ taint; nothing stands in for the kubelet."""
 
 from __future__ import annotations
 
+import collections
 import ipaddress
 import json
 import os
 import signal
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from batondev import e2e
 from batondev import node as node_mod
 
-from baton.testing import wait_for
+from baton.testing import produce, read_all, wait_for
 from tests.conftest import KubectlFn, Node
 
 pytestmark = pytest.mark.e2e
@@ -179,3 +182,91 @@ def test_a_statefulset_keeps_its_claim_through_a_container_kill_and_a_pod_delete
     again = _get(kubectl, "pvc", "data-journal-0", "-n", namespace)
     assert again["metadata"]["uid"] == claim["metadata"]["uid"]
     assert starts() == 3
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples whose labels include ``labels`` (Prometheus text format)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
+
+
+def test_a_worker_resumes_from_its_volume_after_a_container_kill(
+    *,
+    node: Node,
+    node_runtime_image: str,
+    kubectl: KubectlFn,
+    namespace: str,
+    operator: Callable[..., Any],
+    new_topic: Callable[..., str],
+) -> None:
+    """SIGKILL of a worker's container: the kubelet restarts it on the same claim, and its tasks
+    resume from the RocksDB folders and checkpoints there, replaying only the changelog's tail."""
+    clicks, counts = new_topic(partitions=4), new_topic(partitions=4)
+    body = e2e.click_counter_app(
+        name="clicks",
+        namespace=namespace,
+        bootstrap=node.kafka_bootstrap,
+        clicks_topic=clicks,
+        counts_topic=counts,
+        application_id=f"resume-{namespace[-6:]}",
+        replicas=1,
+        standby_replicas=0,
+    )
+    body["spec"]["image"] = node_runtime_image
+    body["spec"]["podTemplate"]["tolerations"] = [node.toleration]
+    operator()
+    kubectl("apply", "-f", "-", input=json.dumps(body))
+    e2e.wait_app_ready(e2e.Kubectl.local(), namespace, "clicks", 300)
+    sent = collections.Counter[str]()
+    users = [f"user-{i}" for i in range(40)]
+    records = []
+    for i in range(4000):
+        user = users[i % len(users)]
+        sent[user] += 1
+        records.append((user.encode(), json.dumps({"user_id": user, "timestamp": i}).encode()))
+    produce(node.kafka_bootstrap, clicks, records)
+
+    def counted() -> bool:
+        return e2e.latest_counts((r.key, r.value) for r in read_all(node.kafka_bootstrap, counts)) == dict(
+            sent
+        )
+
+    wait_for("the counts", counted, 180, every=1)
+    pod = "clicks-blue-0"
+    before = _get(kubectl, "pod", pod, "-n", namespace)
+    claim = _get(kubectl, "pvc", f"state-{pod}", "-n", namespace)["metadata"]["uid"]
+    cid = before["status"]["containerStatuses"][0]["containerID"]
+    os.kill(node_mod.container_pid(cid), signal.SIGKILL)
+
+    def restarted_and_ready() -> bool:
+        status = _get(kubectl, "pod", pod, "-n", namespace)["status"]["containerStatuses"][0]
+        return bool(status["containerID"] != cid and status.get("ready"))
+
+    wait_for("the killed worker to run again and be ready", restarted_and_ready, 180)
+    assert _get(kubectl, "pvc", f"state-{pod}", "-n", namespace)["metadata"]["uid"] == claim
+    metrics = _exec(
+        kubectl,
+        namespace,
+        pod,
+        "import urllib.request; print(urllib.request.urlopen('http://localhost:8080/metrics').read().decode())",
+    )
+    resumed = _metric(metrics, "baton_task_starts_total", kind="resumed")
+    scratch = _metric(metrics, "baton_task_starts_total", kind="restored")
+    replayed = _metric(metrics, "baton_restored_records_total")
+    assert (resumed, scratch) == (4, 0), metrics
+    # the changelog holds one record per count update (4,000): the tail is what came after the
+    # last checkpoint, far less than the whole
+    assert replayed < 1000, f"restored {replayed} changelog records after the kill"
+    print(f"resumed {resumed:.0f} tasks, restored {scratch:.0f} from scratch, replayed {replayed:.0f} records")
+
+    # and the counts go on from where they were, exactly
+    more = [(u.encode(), json.dumps({"user_id": u, "timestamp": 5000}).encode()) for u in users]
+    sent.update(users)
+    produce(node.kafka_bootstrap, clicks, more)
+    wait_for("the counts after the kill", counted, 180, every=1)
