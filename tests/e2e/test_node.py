@@ -263,7 +263,9 @@ def test_a_worker_resumes_from_its_volume_after_a_container_kill(
     # the changelog holds one record per count update (4,000): the tail is what came after the
     # last checkpoint, far less than the whole
     assert replayed < 1000, f"restored {replayed} changelog records after the kill"
-    print(f"resumed {resumed:.0f} tasks, restored {scratch:.0f} from scratch, replayed {replayed:.0f} records")
+    print(
+        f"resumed {resumed:.0f} tasks, restored {scratch:.0f} from scratch, replayed {replayed:.0f} records"
+    )
 
     # and the counts go on from where they were, exactly
     more = [(u.encode(), json.dumps({"user_id": u, "timestamp": 5000}).encode()) for u in users]
