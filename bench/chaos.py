@@ -2,12 +2,11 @@
 
     python bench/chaos.py [--duration 300] [--rate 50] [--fault-interval 10] [--deploys 2]
                           [--rollbacks 1] [--replicas 2] [--standby 1]
-                          [--state-migration Reuse,Rebuild] [--runner] [--json PATH]
+                          [--state-migration Reuse,Rebuild] [--json PATH]
 
 On the local stack (``dev/stack up``) and its node: a fresh namespace with the CRDs, the
 operator installed with the chart, and the click counter as a StreamApp (exactly-once, write
-cache off), all Pods from the runtime image (``--runner``: ``baton operator`` as a subprocess
-and the dev pod runner instead). Clicks arrive at ``--rate`` per second for at least
+cache off), all Pods from the runtime image. Clicks arrive at ``--rate`` per second for at least
 ``--duration`` seconds while, every ``--fault-interval`` seconds, one fault happens (a worker
 Pod deleted, a worker container's process SIGKILLed, the operator's SIGKILLed, the kubelet
 SIGKILLed and started again), also during deploys; the
@@ -55,7 +54,6 @@ def _args() -> argparse.Namespace:
         help="spec.upgrade.stateMigration per deploy, in turn (comma-separated Reuse/Rebuild): "
         "Rebuild gives the deploy's idle color a new, empty application id generation",
     )
-    p.add_argument("--runner", action="store_true", help="The dev pod runner instead of the node")
     p.add_argument("--json", type=Path, default=None, help="Where to write the JSON report")
     return p.parse_args()
 
@@ -65,11 +63,9 @@ def main() -> int:
     rollbacks = min(args.rollbacks, args.deploys)
     # Faults fill the duration on their own clock; deploys are spread over it and overlap them.
     faults = max(int(args.duration // args.fault_interval) - 1, len(FAULT_KINDS))
-    stack.up_components(["kafka", "kube", *([] if args.runner else ["node"])])
-    node_image = ""
-    if not args.runner:
-        node_image = image.build("runtime")
-        node.load_image(node_image)
+    stack.up_components(["kafka", "kube", "node", "helm"])
+    node_image = image.build("runtime")
+    node.load_image(node_image)
     cfg = ChaosConfig(
         faults=faults,
         fault_interval_s=args.fault_interval,
@@ -87,7 +83,7 @@ def main() -> int:
         catch_up_timeout_s=600,
         node_image=node_image,
     )
-    bootstrap = kafka.bootstrap() if args.runner else kafka.node_bootstrap()
+    bootstrap = kafka.node_bootstrap()
     run = uuid.uuid4().hex[:6]
     namespace = f"chaos-bench-{run}"
     clicks, counts = f"chaos-bench-clicks-{run}", f"chaos-bench-counts-{run}"

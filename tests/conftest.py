@@ -29,7 +29,7 @@ from tests.support.event_time import expiring, retention_ms
 
 # `dev/test` runs three pytest-xdist workers with `--dist loadgroup`. Tests of the Kubernetes API,
 # the Spark cluster or the images all go to one of them, one after the other: the CRD is
-# cluster-wide (one test upgrades it), the dev pod runner plays kubelet for every namespace,
+# cluster-wide (one test upgrades it), the stack's one node runs every namespace's Pods,
 # the standalone Spark cluster's two one-core workers serve one application at a time, and an
 # image build would only slow the other workers. Kafka-only tests spread over all workers:
 # each has its own topics and groups, and most of their time is waiting on the broker.
@@ -258,3 +258,12 @@ def node_runtime_image(node: Node, runtime_image: str) -> str:
 
     node_mod.load_image(runtime_image)
     return runtime_image
+
+
+@pytest.fixture(scope="session")
+def node_compactor_image(node: Node, compactor_image: str) -> str:
+    """The compactor image, imported into the node's containerd."""
+    from batondev import node as node_mod
+
+    node_mod.load_image(compactor_image)
+    return compactor_image

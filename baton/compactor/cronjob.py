@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from baton import __version__
+from baton.images import RUN_AS_USER
 
 # The Dockerfile's `compactor` target: the runtime plus a JRE, pyspark, the Kafka connector
 # and the S3A jars. The app's image has no Java, so it cannot be the default; an image built
@@ -121,6 +122,22 @@ def job_env(body: dict[str, Any]) -> list[dict[str, Any]]:
         {"name": "BATON_STREAMAPP", "value": f"{meta.get('namespace')}/{meta['name']}"},
         {"name": "HOME", "value": "/tmp"},
     ]
+
+
+def job_placement(body: dict[str, Any]) -> dict[str, Any]:
+    """Where the Job's Pod may run: the workers' nodeSelector, tolerations, priority class and
+    image pull secrets from ``spec.podTemplate``.
+
+    Why: the Job reads the same Kafka and writes beside the same state as the workers, so the
+    nodes the app is allowed on are the nodes it is allowed on. A cluster that taints the
+    nodes for stream apps would otherwise leave every compaction Pending. The workers'
+    affinity is not copied: it spreads worker Pods, which says nothing about the Job."""
+    template = body["spec"].get("podTemplate") or {}
+    placement: dict[str, Any] = {}
+    for field in ("nodeSelector", "tolerations", "priorityClassName", "imagePullSecrets"):
+        if template.get(field):
+            placement[field] = template[field]
+    return placement
 
 
 def runner(compaction: dict[str, Any]) -> str:
@@ -263,9 +280,19 @@ def cronjob(
     pod: dict[str, Any] = {
         "serviceAccountName": compactor_name(body),
         "restartPolicy": "Never",
-        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        # as the workers: the image's user, and its group on the volumes, so the Kafka Secrets
+        # the operator mounts (0440) and the snapshot claim are readable by the process
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS_USER,
+            "runAsGroup": RUN_AS_USER,
+            "fsGroup": RUN_AS_USER,
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "containers": [container],
         "volumes": volumes,
+        **job_placement(body),
     }
     metadata = compactor_metadata(body)
     return {

@@ -28,4 +28,3 @@ STATE_DIR: Final = "/var/lib/baton"
 KAFKA_SECRET_DIR: Final = "/etc/baton/kafka"
 CONTAINER_NAME: Final = "worker"
 METRICS_PORT_NAME: Final = "metrics"
-RUN_AS_USER: Final = 10001

@@ -1,19 +1,18 @@
 """The chaos scenario behind tests/e2e/test_chaos.py (short) and bench/chaos.py (long).
 
-In one namespace: the CRDs, the operator, and the click counter as a StreamApp
-(exactly-once, write cache off, two colors). With ``on_node`` everything runs as Pods on the
-stack's node from the runtime image (the operator installed with the chart); otherwise
-``baton operator`` is a subprocess and the pod runner runs the workers. Clicks arrive at
+In one namespace: the CRDs, the operator installed with the chart, and the click counter as a
+StreamApp (exactly-once, write cache off, two colors), all Pods on the stack's node from the
+runtime image. Clicks arrive at
 a fixed rate the whole time. Faults come one at a time on their own clock, also while a
 deploy rolls out or flips (never during a rollback: a failed rollback flip is not retried
 by the operator, by design):
 
 * deletes a random worker Pod (``kubectl delete pod``: SIGTERM, the StatefulSet recreates it);
-* SIGKILLs a random worker container's process (found through the node's CRI, or the pod
-  runner's ``podrunner://<pid>``); the kubelet (or the pod runner) restarts it;
-* SIGKILLs the operator (its container's process on the node, and the kubelet restarts it;
-  or the subprocess, and a new one starts); it takes over through its Lease;
-* on the node, SIGKILLs the kubelet and starts it again (the containers keep running);
+* SIGKILLs a random worker container's process (found through the node's CRI); the kubelet
+  restarts it;
+* kills the operator's Pod (``--grace-period=0 --force``); the Deployment's new Pod takes
+  over through its Lease;
+* SIGKILLs the kubelet and starts it again (the containers keep running);
 * deploys a new version: a spec change (a podTemplate env var) that the operator rolls out
   blue-green and flips;
 * rolls back right after a deploy (the operator flips back to the old color).
@@ -56,10 +55,8 @@ from baton.control.messages import Color
 from baton.testing import SteadyInput, read_all, wait_for
 
 from . import e2e, node, procs
-from .podrunner import harness
 
 FAULT_KINDS = ("delete-pod", "kill-worker", "restart-operator", "restart-kubelet")
-NODE_ONLY = frozenset({"restart-kubelet"})
 APP = "click-counter"
 VERSION_VAR = "CHAOS_VERSION"
 
@@ -90,12 +87,8 @@ class ChaosConfig:
     operator_restart_in_deploy: bool = True
     ready_timeout_s: float = 300.0
     catch_up_timeout_s: float = 300.0
-    # Run on the stack's node from this image (operator and workers as Pods); "" = the pod runner.
+    # The runtime image the operator's and the workers' Pods run, imported into the node.
     node_image: str = ""
-
-    @property
-    def fault_kinds(self) -> tuple[str, ...]:
-        return tuple(k for k in FAULT_KINDS if self.node_image or k not in NODE_ONLY)
 
 
 @dataclass
@@ -185,7 +178,7 @@ def plan(cfg: ChaosConfig, rng: random.Random) -> list[str]:
     """The order of events: every fault kind early, deploys spread out, each rollback after a deploy."""
     faults: list[str] = []
     while len(faults) < cfg.faults:
-        kinds = list(cfg.fault_kinds)
+        kinds = list(FAULT_KINDS)
         rng.shuffle(kinds)
         faults += kinds
     events = faults[: cfg.faults]
@@ -212,7 +205,7 @@ class _Context:
     counts: str
     application_id: str
     kubectl: e2e.Kubectl
-    operator: e2e.Operator | e2e.PodOperator
+    operator: e2e.PodOperator
     body: dict[str, Any]
     rng: random.Random
     say: Callable[[str], None]
@@ -249,11 +242,9 @@ class Chaos:
         kubectl = e2e.Kubectl.local()
         e2e.install_crds(kubectl)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        operator: e2e.Operator | e2e.PodOperator
-        if cfg.node_image:
-            operator = e2e.PodOperator(self.namespace, cfg.node_image, self.workdir / "operator.log")
-        else:
-            operator = e2e.Operator(self.namespace, self.workdir / "operator.log")
+        if not cfg.node_image:
+            raise ValueError("ChaosConfig.node_image: the runtime image to run (dev/image load runtime)")
+        operator = e2e.PodOperator(self.namespace, cfg.node_image, self.workdir / "operator.log")
         body = e2e.click_counter_app(
             name=APP,
             namespace=self.namespace,
@@ -266,9 +257,8 @@ class Chaos:
             env={VERSION_VAR: "v1"},
             state_migration=cfg.state_migrations[0],
         )
-        if cfg.node_image:
-            body["spec"]["image"] = cfg.node_image
-            body["spec"]["podTemplate"]["tolerations"] = [node.TOLERATION]
+        body["spec"]["image"] = cfg.node_image
+        body["spec"]["podTemplate"]["tolerations"] = [node.TOLERATION]
         ctx = _Context(
             cfg,
             self.namespace,
@@ -282,40 +272,21 @@ class Chaos:
             random.Random(cfg.seed),
             self.say,
         )
-        runner_log = self.workdir / "podrunner"
-        runner: contextlib.AbstractContextManager[Any] = (
-            contextlib.nullcontext()
-            if cfg.node_image
-            else harness.running(self.namespace, extra=["--backoff-cap", "4"], log_dir=runner_log)
-        )
-        with runner as pod_runner:
-            if pod_runner is not None:
-                self.say(
-                    f"pod runner on node {pod_runner.node} (log {pod_runner.log}); operator log {operator.log}"
-                )
-            else:
-                self.say(
-                    f"on node {node.NAME} from {cfg.node_image}; operator: helm release {getattr(operator, 'release', '?')}"
-                )
-            operator.start()
-            try:
-                return self._scenario(ctx, started)
-            except TimeoutError as exc:
-                # CI shows the exception, not the logs in tmp_path: carry the evidence in it.
-                errors = [line for line in operator.tail(400).splitlines() if " ERROR " in line][-5:]
-                code = operator.proc.poll() if operator.proc is not None else None
-                state = "running" if code is None else f"exited with {code}"
-                raise TimeoutError(
-                    f"{exc}\noperator {state}; its errors (last 5):\n"
-                    + "\n".join(errors or ["none"])
-                    + (f"\npod runner log (last 15 lines):\n{pod_runner.tail(15)}" if pod_runner else "")
-                ) from None
-            finally:
-                # The operator deletes the app's internal topics (deletionPolicy DeleteTopics).
-                kubectl(
-                    "delete", "sapp", APP, "-n", self.namespace, "--wait=true", "--timeout=90s", check=False
-                )
-                operator.kill(signal.SIGTERM)
+        self.say(f"on node {node.NAME} from {cfg.node_image}; operator: helm release {operator.release}")
+        operator.start()
+        try:
+            return self._scenario(ctx, started)
+        except TimeoutError as exc:
+            # CI shows the exception, not the logs in tmp_path: carry the evidence in it.
+            errors = [line for line in operator.tail(400).splitlines() if " ERROR " in line][-5:]
+            state = "running" if operator.pid else "not running"
+            raise TimeoutError(
+                f"{exc}\noperator {state}; its errors (last 5):\n" + "\n".join(errors or ["none"])
+            ) from None
+        finally:
+            # The operator deletes the app's internal topics (deletionPolicy DeleteTopics).
+            kubectl("delete", "sapp", APP, "-n", self.namespace, "--wait=true", "--timeout=90s", check=False)
+            operator.kill(signal.SIGTERM)
 
     def _scenario(self, ctx: _Context, started: float) -> ChaosReport:
         cfg, kubectl = ctx.cfg, ctx.kubectl
@@ -503,7 +474,7 @@ def _restart_operator(ctx: _Context) -> Event:
         "restart-operator",
         "baton operator",
         0,
-        detail=f"SIGKILL pid {old}, new pid {ctx.operator.pid} (start #{ctx.operator.starts})",
+        detail=f"Pod killed (pid {old}), new Pod's pid {ctx.operator.pid} (start #{ctx.operator.starts})",
         recovered=True,
     )
 
@@ -585,7 +556,7 @@ def _mid_deploy_restart(ctx: _Context, phase: str) -> Event:
         "baton operator",
         at - ctx.t0,
         time.monotonic() - at,
-        detail=f"mid-deploy ({phase}): SIGKILL pid {old}, new pid {ctx.operator.pid}",
+        detail=f"mid-deploy ({phase}): Pod killed (pid {old}), new Pod's pid {ctx.operator.pid}",
         recovered=True,
     )
     ctx.events.append(event)

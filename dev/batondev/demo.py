@@ -6,8 +6,6 @@ the node); the click counter applied as a StreamApp (its workers Pods on the nod
 image); clicks produced; counts printed; a new image tag deployed, which the operator rolls
 out blue-green and flips; more clicks; the final counts checked against the input, user by
 user. It exits 0 only if the counts in the ``read_committed`` output are exact.
-
-``--runtime process|runc`` runs the Pods with the dev pod runner instead of the node.
 """
 
 from __future__ import annotations
@@ -30,8 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from baton.testing import latest_by_key, produce, read_all, wait_for
 from batondev.paths import EXAMPLE, REPO
 
-from . import buildah, debtools, gobuild, image, kafka, kube, node, stack
-from .podrunner import harness
+from . import buildah, gobuild, image, kafka, kube, node, stack
 
 USERS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
 APP_NS = "baton-demo"
@@ -122,7 +119,6 @@ def streamapp(bootstrap: str, clicks_topic: str, counts_topic: str, app_id: str)
         "env": [
             {"name": "CLICKS_TOPIC", "value": clicks_topic},
             {"name": "COUNTS_TOPIC", "value": counts_topic},
-            {"name": "DEMO_VERSION", "value": "v1"},
         ],
     }
     manifest["metadata"]["namespace"] = APP_NS
@@ -174,73 +170,41 @@ def reset_namespaces() -> None:
     "--events", default=20_000, show_default=True, help="Clicks to produce before and after the deploy"
 )
 @click.option(
-    "--runtime",
-    type=click.Choice(["node", "process", "runc"]),
-    default="node",
-    show_default=True,
-    help="Where Pods run: the stack's node (kubelet, containerd) from the runtime image built from the "
-    "Dockerfile; or the dev pod runner, as local processes or from the image under runc",
-)
-@click.option(
     "--keep-stack", is_flag=True, help="Use the running stack as it is instead of starting it fresh"
 )
-def main(events: int, runtime: str, keep_stack: bool) -> None:
+def main(events: int, keep_stack: bool) -> None:
     """Run the click counter through the operator on the local stack, deploy it blue-green, check the counts."""
-    # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the pod runner and its processes are stopped
+    # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the app and the release are removed
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.monotonic()
     say(
-        "Local stack: Kafka (KRaft), etcd, kube-apiserver, controllers, "
-        + ("a node (kubelet, containerd, kube-proxy, CoreDNS), " if runtime == "node" else "")
-        + "helm (installed once into ~/.cache/baton)"
+        "Local stack: Kafka (KRaft), etcd, kube-apiserver, controllers, a node (kubelet, containerd, "
+        "kube-proxy, CoreDNS), helm (installed once into ~/.cache/baton)"
     )
-    on_node = runtime == "node"
-    spent = stack.up_components(
-        ["kafka", "kube", *(["node"] if on_node else []), "helm"], fresh=not keep_stack
-    )
+    spent = stack.up_components(["kafka", "kube", "node", "helm"], fresh=not keep_stack)
     click.echo("   " + ", ".join(f"{k} ready in {v:.1f}s" for k, v in spent.items()))
     bootstrap = kafka.bootstrap()
-    # the address the app's Pods reach the broker at (the node's, when they run on it)
-    app_bootstrap = kafka.node_bootstrap() if on_node else bootstrap
-    image_sets: list[str] = []
-    runner_args: list[str] = []
-    built = ""
-    if on_node:
-        say(
-            "The runtime image, built from the Dockerfile with buildah and imported into the node's containerd"
-        )
-        built = image.build("runtime")
-        node.load_image(built)
-        repository, _, tag = built.rpartition(":")
-        image_sets = [
-            *("--set", f"image.repository={repository}", "--set", f"image.tag={tag}"),
-            *("--set-json", f"operator.tolerations={json.dumps([node.TOLERATION])}"),
-        ]
-        click.echo(f"   {built}: the operator's and the workers' Pods run from it on node {node.NAME}")
-    elif runtime == "runc":
-        say("The runtime image, built from the Dockerfile with buildah (cached by its inputs)")
-        debtools.ensure("runc")
-        built = image.build("runtime")
-        repository, _, tag = built.rpartition(":")
-        image_sets = ["--set", f"image.repository={repository}", "--set", f"image.tag={tag}"]
-        runner_args = ["--runtime", "runc"]
-        click.echo(f"   {built}: the operator's and the workers' Pods run from it under runc")
+    app_bootstrap = kafka.node_bootstrap()  # the address the app's Pods reach the broker at
+    say("The runtime image, built from the Dockerfile with buildah and imported into the node's containerd")
+    built = image.build("runtime")
+    node.load_image(built)
+    repository, _, tag = built.rpartition(":")
+    click.echo(f"   {built}: the operator's and the workers' Pods run from it on node {node.NAME}")
 
     say(f"Namespaces {OPERATOR_NS} (operator) and {APP_NS} (app); helm install of charts/baton")
     reset_namespaces()
     helm(
-        "install",
-        "baton",
-        str(REPO / "charts" / "baton"),
-        "-n",
-        OPERATOR_NS,
-        "--set",
-        "operator.replicas=1",
-        "--set",
-        f"operator.watchNamespaces={{{APP_NS}}}",
-        *image_sets,
+        *("install", "baton", str(REPO / "charts" / "baton"), "-n", OPERATOR_NS),
+        *("--set", "operator.replicas=1", "--set", f"operator.watchNamespaces={{{APP_NS}}}"),
+        *("--set", f"image.repository={repository}", "--set", f"image.tag={tag}"),
+        *("--set-json", f"operator.tolerations={json.dumps([node.TOLERATION])}"),
     )
-    click.echo("   " + kubectl("get", "deploy", "-n", OPERATOR_NS, "-o", "name").stdout.strip())
+    kubectl("rollout", "status", "deploy", "-n", OPERATOR_NS, "--timeout=300s")
+    click.echo(kubectl("get", "pods", "-n", OPERATOR_NS, "-o", "wide").stdout.rstrip())
+    ids = kubectl(
+        "get", "pods", "-n", OPERATOR_NS, "-o", "jsonpath={.items[*].status.containerStatuses[*].containerID}"
+    )
+    click.echo(f"   operator container {ids.stdout.strip()}")
 
     run = uuid.uuid4().hex[:6]
     clicks_topic, counts_topic, app_id = f"clicks-{run}", f"user-counts-{run}", f"click-counter-{run}"
@@ -249,31 +213,10 @@ def main(events: int, runtime: str, keep_stack: bool) -> None:
         fut.result(30)
 
     exact = False
-    runner: contextlib.AbstractContextManager[Any] = (
-        contextlib.nullcontext() if on_node else harness.running(APP_NS, OPERATOR_NS, extra=runner_args)
-    )
-    with runner as pod_runner:
-        if on_node:
-            kubectl("rollout", "status", "deploy", "-n", OPERATOR_NS, "--timeout=300s")
-            click.echo(kubectl("get", "pods", "-n", OPERATOR_NS, "-o", "wide").stdout.rstrip())
-            ids = kubectl(
-                "get",
-                "pods",
-                "-n",
-                OPERATOR_NS,
-                "-o",
-                "jsonpath={.items[*].status.containerStatuses[*].containerID}",
-            )
-            click.echo(f"   operator container {ids.stdout.strip()}")
-        else:
-            how = "from the image under runc" if built else "as local processes"
-            say(f"Pod runner started: it runs the Pods the controllers create {how}")
-            click.echo(f"   node {pod_runner.node}, log {pod_runner.log}")
+    try:
         manifest = streamapp(app_bootstrap, clicks_topic, counts_topic, app_id)
-        if built:
-            manifest["spec"]["image"] = built
-        if on_node:
-            manifest["spec"]["podTemplate"]["tolerations"] = [node.TOLERATION]
+        manifest["spec"]["image"] = built
+        manifest["spec"]["podTemplate"]["tolerations"] = [node.TOLERATION]
         say(
             f"kubectl apply of the click counter (applicationId {app_id}, topics {clicks_topic} -> {counts_topic})"
         )
@@ -281,8 +224,7 @@ def main(events: int, runtime: str, keep_stack: bool) -> None:
         kubectl("wait", "--for=condition=Ready", "sapp/click-counter", "-n", APP_NS, "--timeout=300s")
         click.echo(kubectl("get", "sapp", "-n", APP_NS).stdout.rstrip())
         click.echo(kubectl("get", "pods", "-n", APP_NS, "-o", "wide").stdout.rstrip())
-        if on_node:
-            show_worker(status("click-counter").get("activeColor", "blue"))
+        show_worker(status("click-counter").get("activeColor", "blue"))
 
         first = clicks(events, seed=1)
         say(f"Producing {len(first):,} clicks for {len(USERS)} users")
@@ -299,15 +241,11 @@ def main(events: int, runtime: str, keep_stack: bool) -> None:
         counts_table(counts(), dict(expected))
 
         before = status("click-counter").get("activeColor", "blue")
-        if on_node:
-            v2 = f"{built}-v2"
-            buildah.run("tag", built, v2)
-            node.load_image(v2)
-            say(f"Deploying a new version (image {v2}); active color now: {before}")
-            manifest["spec"]["image"] = v2
-        else:
-            say(f"Deploying a new version (spec change DEMO_VERSION=v2); active color now: {before}")
-            manifest["spec"]["podTemplate"]["env"][-1]["value"] = "v2"
+        v2 = f"{built}-v2"
+        buildah.run("tag", built, v2)
+        node.load_image(v2)
+        say(f"Deploying a new version (image {v2}); active color now: {before}")
+        manifest["spec"]["image"] = v2
         kubectl("apply", "-f", "-", input=json.dumps(manifest))
         phases: list[str] = []
 
@@ -335,6 +273,7 @@ def main(events: int, runtime: str, keep_stack: bool) -> None:
         say("Final counts (read_committed), checked against the input")
         exact = counts_table(counts(), dict(expected))
 
+    finally:
         kubectl("delete", "sapp", "click-counter", "-n", APP_NS, "--wait=true", "--timeout=120s", check=False)
     helm("uninstall", "baton", "-n", OPERATOR_NS, "--wait", "--timeout=60s", check=False)
     for fut in admin.delete_topics([clicks_topic, counts_topic]).values():

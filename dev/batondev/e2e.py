@@ -1,10 +1,10 @@
 """End-to-end building blocks on the local stack (dev and test tooling, not product).
 
 The chaos test, ``bench/chaos.py`` and the demo all need the same pieces: the real
-``kubectl``, the CRDs, ``baton operator`` as a subprocess that can be SIGKILLed and started
-again, the click counter as a StreamApp pointed at the local broker, the worker Pods the
-pod runner runs (with their local process ids), and a record-by-record check of the
-``read_committed`` output. Nothing here fakes Kafka or the Kubernetes API: every call goes
+``kubectl``, the CRDs, the operator as a Pod on the stack's node whose container can be
+SIGKILLed, the click counter as a StreamApp pointed at the local broker, the worker Pods on
+the node (with their containers' host process ids, through the CRI), and a record-by-record
+check of the ``read_committed`` output. Nothing here fakes Kafka or the Kubernetes API: every call goes
 to the real broker, API server and processes.
 """
 
@@ -14,11 +14,9 @@ import collections
 import contextlib
 import hashlib
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,76 +87,6 @@ def lease_args(duration: int) -> list[str]:
     return ["--lease-duration", str(duration), "--renew-deadline", str(renew), "--retry-period", "1"]
 
 
-class Operator:
-    """``baton operator`` for one namespace as a subprocess, as it runs in production.
-
-    It keeps leader election on, with a short Lease, so a restart after a SIGKILL goes
-    through the same takeover a second replica would: the new process waits until the dead
-    one's Lease expires, then resumes every app.
-    """
-
-    READY_LINE = "Initial authentication has finished"
-
-    def __init__(self, namespace: str, log: Path, lease_duration: int = 6) -> None:
-        self.namespace, self.log, self.lease_duration = namespace, log, lease_duration
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self, timeout: float = 120) -> Operator:
-        """Start the process and wait until kopf has talked to the API server."""
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        offset = self.log.stat().st_size if self.log.exists() else 0
-        env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig()), "PYTHONUNBUFFERED": "1"}
-        baton = Path(sys.executable).parent / "baton"
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [
-                    str(baton),
-                    "operator",
-                    "-n",
-                    self.namespace,
-                    *lease_args(self.lease_duration),
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
-        self.starts += 1
-
-        def started() -> bool:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"operator exited {self.proc.returncode}: {self.tail()}")
-            return self.READY_LINE in self.log.read_bytes()[offset:].decode(errors="replace")
-
-        wait_for("the operator to start", started, timeout)
-        return self
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
-
-    def kill(self, sig: int = signal.SIGKILL, timeout: float = 60) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def restart(self) -> None:
-        """SIGKILL (no clean shutdown, as when a node dies) and start a new process."""
-        self.kill(signal.SIGKILL)
-        self.start()
-
-    def tail(self, lines: int = 30) -> str:
-        with contextlib.suppress(FileNotFoundError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        return "(no log)"
-
-
 def click_counter_app(
     *,
     name: str,
@@ -177,8 +105,7 @@ def click_counter_app(
 
     The write cache is off by default so every input record yields one output record and
     the output can be checked record by record (see :func:`verdict`). The topology is the
-    module path ``examples.click_counter:topology``, importable because the pod runner gives
-    each process the repo as cwd and PYTHONPATH.
+    module path ``examples.click_counter:topology``, which the runtime image carries.
     """
     import yaml
 
@@ -278,11 +205,10 @@ def describe_app(kubectl: Kubectl, namespace: str, name: str) -> str:
 class PodOperator:
     """The chart's operator as a Pod on the stack's node: ``helm install`` into one namespace.
 
-    The same interface as :class:`Operator`; a restart SIGKILLs the container's process, as a
-    node does when it fails, and the kubelet starts it again (the Deployment keeps one replica,
-    so the new process takes over the Lease as a second replica would)."""
+    A restart kills its Pod at once; the Deployment keeps one replica, so the new Pod takes
+    over the Lease as a second replica would."""
 
-    READY_LINE = Operator.READY_LINE
+    READY_LINE = "Initial authentication has finished"  # kopf has talked to the API server
 
     def __init__(self, namespace: str, image: str, log: Path, lease_duration: int = 6) -> None:
         from batondev import node
@@ -342,10 +268,6 @@ class PodOperator:
         pod = self._pod()
         return pod_pid(pod) if pod else None
 
-    @property
-    def proc(self) -> None:
-        return None
-
     def current_log(self) -> str:
         pod = self._pod()
         if pod is None:
@@ -364,20 +286,27 @@ class PodOperator:
             )
 
     def restart(self) -> None:
-        """SIGKILL the operator's container process; the kubelet restarts it in the same Pod."""
+        """Kill the operator's Pod at once (``--grace-period=0 --force``: its process gets SIGKILL,
+        as when its node dies); the Deployment's new Pod takes over the Lease.
+
+        A Pod, not its container: the kubelet restarts a container that was killed before with
+        a growing back-off (10 s, 20 s, 40 s, ...), which a real operator dying once a week never
+        sees and which would stretch every later fault here."""
         pod = self._pod()
-        old = _container_id(pod) if pod else ""
-        pid = pod_pid(pod) if pod else None
-        if pid is not None:
-            os.kill(pid, signal.SIGKILL)
+        old = pod["metadata"]["uid"] if pod else ""
+        if pod is not None:
+            name = pod["metadata"]["name"]
+            self.kubectl(
+                "delete", "pod", name, "-n", self.namespace, "--grace-period=0", "--force", check=False
+            )
 
         def new_process() -> bool:
             now = self._pod()
-            if now is None or _container_id(now) in ("", old) or pod_pid(now) is None:
+            if now is None or now["metadata"]["uid"] == old or pod_pid(now) is None:
                 return False
             return self.READY_LINE in self.current_log()
 
-        wait_for("the operator's container to run again", new_process, 180, every=0.5)
+        wait_for("the operator's new Pod to run", new_process, 180, every=0.5)
         self.starts += 1
 
     def tail(self, lines: int = 30) -> str:
@@ -390,11 +319,6 @@ class PodOperator:
         return out.stdout
 
 
-def _container_id(pod: dict[str, Any]) -> str:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return str(statuses[0].get("containerID") or "") if statuses else ""
-
-
 def worker_pods(kubectl: Kubectl, namespace: str, app: str) -> list[dict[str, Any]]:
     """The app's worker Pods (both colors) that are not being deleted."""
     out = kubectl.get("pods", "-n", namespace, "-l", f"{APP_LABEL}={app}")
@@ -403,16 +327,14 @@ def worker_pods(kubectl: Kubectl, namespace: str, app: str) -> list[dict[str, An
 
 
 def pod_pid(pod: dict[str, Any]) -> int | None:
-    """The host process id of a Pod's running container, if it runs: from the node's runtime
-    (``containerd://<id>``) or the pod runner's container id (``podrunner://<pid>``)."""
+    """The host process id of a Pod's running container, if it runs (``containerd://<id>``,
+    through the node's CRI)."""
     from batondev import node
 
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         cid = str(status.get("containerID") or "")
         if "running" not in (status.get("state") or {}):
             continue
-        if cid.startswith("podrunner://"):
-            return int(cid.removeprefix("podrunner://"))
         if cid.startswith("containerd://"):
             with contextlib.suppress(RuntimeError):  # the container went meanwhile
                 return node.container_pid(cid) or None

@@ -1,4 +1,4 @@
-"""``dev/image build|lock|jre-version|rootfs``: build the Dockerfile's targets here, cached by their inputs.
+"""``dev/image build|load|lock|jre-version``: build the Dockerfile's targets here, cached by their inputs.
 
 Why: the image is what a cluster runs, and tests should run it. ``build`` makes the local
 bases (``imagebase``), then ``buildah bud --isolation chroot --layers`` builds ``runtime``
@@ -9,25 +9,19 @@ so an unchanged tree builds nothing and a changed one rebuilds only the layers i
 The Maven stages resolve through ``~/.cache/baton/m2`` (mounted at build time only), the jars
 the stack already resolved for pyspark.
 
-``rootfs`` gives an image's root filesystem (a mounted buildah working container, one per
-image id) and its config (Env, Entrypoint, Cmd, User, WorkingDir, kept in
-``~/.cache/baton/rootfs/<id>/``): what the pod runner's OCI mode runs.
+``load`` imports them into the node's containerd (``dev/stack up node``), where Pods run them.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -36,7 +30,6 @@ from .requirements import MissingTool
 
 TARGETS = {"runtime": "localhost/baton", "compactor": "localhost/baton-compactor"}
 INPUTS = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "requirements", "baton", "examples")
-ROOTFS = paths.CACHE / "rootfs"
 LOG = paths.CACHE / "image-build.log"
 TRUST = "/run/baton-host-trust"  # where builds see the host's CA bundle (see trust_mounts)
 
@@ -110,91 +103,6 @@ def trust_mounts() -> list[str]:
     return mounts
 
 
-@dataclass(frozen=True)
-class Unpacked:
-    """An image's root filesystem on disk and the parts of its config a runtime needs."""
-
-    rootfs: Path
-    env: dict[str, str]
-    entrypoint: list[str]
-    cmd: list[str]
-    user: str
-    workdir: str
-
-
-def _config(image: str) -> dict[str, Any]:
-    config: dict[str, Any] = buildah.inspect(image)["OCIv1"].get("config") or {}
-    return config
-
-
-def rootfs(image: str) -> Unpacked:
-    """``image``'s root filesystem, shared read-only by every container that runs it.
-
-    It is a buildah working container of the image, kept mounted: buildah's overlay of the
-    image's layers, so nothing is copied (a compactor image is 2 GB) and a second use is
-    instant. Its config.json is written next to it, last, as the done marker.
-    """
-    image_id = buildah.inspect(image)["FromImageID"]
-    home = ROOTFS / image_id
-    config_file = home / "config.json"
-    ROOTFS.mkdir(parents=True, exist_ok=True)
-    with open(ROOTFS / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one unpacker at a time across runners
-        mount = _mounted(image, image_id)
-        if not config_file.exists():
-            home.mkdir(parents=True, exist_ok=True)
-            config_file.write_text(json.dumps(_config(image)))
-        os.utime(config_file)  # last use, for prune_rootfs
-        prune_rootfs(keep={home})
-    config = json.loads(config_file.read_text())
-    env = dict(item.split("=", 1) for item in config.get("Env") or [])
-    return Unpacked(
-        rootfs=mount,
-        env=env,
-        entrypoint=list(config.get("Entrypoint") or []),
-        cmd=list(config.get("Cmd") or []),
-        user=str(config.get("User") or "0"),
-        workdir=str(config.get("WorkingDir") or "/"),
-    )
-
-
-def _container(image_id: str) -> str:
-    return f"baton-rootfs-{image_id[:16]}"
-
-
-def _mounted(image: str, image_id: str) -> Path:
-    """The mount point of the image's working container, created and mounted when missing
-    (``buildah mount`` of a mounted container answers at once with the same path)."""
-    name = _container(image_id)
-    probe = subprocess.run(buildah.argv("mount", name), capture_output=True, text=True)
-    if probe.returncode == 0:
-        return Path(probe.stdout.strip())
-    buildah.run("from", "--pull-never", "--name", name, image)
-    return Path(buildah.run("mount", name))
-
-
-def prune_rootfs(keep: set[Path], newest: int = 4, idle_seconds: float = 86400.0) -> list[Path]:
-    """Unmount and remove the images' root filesystems beyond the ``newest`` few that nobody
-    used for ``idle_seconds``.
-
-    Why: every source change makes a new image id; a root filesystem still in use by a
-    running container (another clone's tests) was used recently.
-    """
-    homes = sorted(
-        (d for d in ROOTFS.iterdir() if (d / "config.json").exists()),
-        key=lambda d: (d / "config.json").stat().st_mtime,
-        reverse=True,
-    )
-    removed: list[Path] = []
-    for home in homes[newest:]:
-        if home in keep or time.time() - (home / "config.json").stat().st_mtime < idle_seconds:
-            continue
-        subprocess.run(buildah.argv("rm", _container(home.name)), capture_output=True)
-        shutil.rmtree(home, ignore_errors=True)
-        removed.append(home)
-    return removed
-
-
 def prune_images(keep: str, newest: int = 3, min_age_seconds: float = 86400.0) -> list[str]:
     """Untag the builds of each target beyond the ``newest`` few images that are over a day old;
     buildah's layer cache stays.
@@ -244,6 +152,23 @@ def build_cmd(targets: tuple[str, ...]) -> None:
     click.echo(f"images ready in {time.monotonic() - started:.1f}s", err=True)
 
 
+@main.command("load")
+@click.argument("targets", nargs=-1, type=click.Choice(sorted(TARGETS)))
+def load_cmd(targets: tuple[str, ...]) -> None:
+    """Build TARGETS (default: runtime and compactor) and import them into the node's containerd
+    (`dev/stack up node`), where Pods can run them; print their names."""
+    from . import node
+
+    try:
+        for target in targets or ("runtime", "compactor"):
+            name = build(target)
+            node.load_image(name)
+            click.echo(name)
+    except (MissingTool, RuntimeError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+
+
 @main.command("lock")
 def lock_cmd() -> None:
     """Regenerate requirements/image.lock and requirements/compactor.lock (needs the package index)."""
@@ -266,13 +191,6 @@ def jre_version_cmd() -> None:
         click.echo(f"error: no candidate in:\n{policy}", err=True)
         sys.exit(1)
     click.echo(candidate.group(1))
-
-
-@main.command("rootfs")
-@click.argument("target", type=click.Choice(sorted(TARGETS)))
-def rootfs_cmd(target: str) -> None:
-    """Build TARGET if needed and print the directory of its root filesystem (read it, do not write)."""
-    click.echo(rootfs(build(target)).rootfs)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 
 The jars are resolved by Maven from a tiny generated pom (``mvn dependency:copy-dependencies``)
 into ``~/.cache/baton/kafka-<version>/libs``, with Log4j 2 as the logging backend so the
-broker log is readable. The broker listens on 127.0.0.1 only, and enforces what each
-listener claims:
+broker log is readable. The broker listens on 127.0.0.1, and on the node's address for
+Pods (``NODE`` listeners, advertised there), and enforces what each listener claims:
 
 | listener | port | security |
 |---|---|---|
@@ -12,6 +12,8 @@ listener claims:
 | MTLS | ``ports.KAFKA_MTLS`` | SSL with client certificates required; principal = the certificate's CN |
 | SASL_SSL | ``ports.KAFKA_SASL_SSL`` | SASL_SSL, SCRAM-SHA-512 |
 | OAUTH | ``ports.KAFKA_OAUTH`` | SASL_SSL, OAUTHBEARER: JWTs from the stack's Keycloak (``oidc.py``), principal = ``azp`` |
+| NODE | ``ports.KAFKA_NODE`` on the node's address | as PLAINTEXT |
+| NODE_MTLS | ``ports.KAFKA_NODE_MTLS`` on the node's address | as MTLS |
 
 Certificates come from the stack's CA (``tls.py``). ``StandardAuthorizer`` with
 ``allow.everyone.if.no.acl.found=false``: every principal but ANONYMOUS needs ACLs. The stack
@@ -136,17 +138,24 @@ def _listeners() -> dict[str, tuple[int, str]]:
         "MTLS": (ports.KAFKA_MTLS, "SSL"),
         "SASL_SSL": (ports.KAFKA_SASL_SSL, "SASL_SSL"),
         "OAUTH": (ports.KAFKA_OAUTH, "SASL_SSL"),
-        "NODE": (ports.KAFKA_NODE, "PLAINTEXT"),  # on the node's address, for Pods (batondev.node)
+        # on the node's address, for Pods (batondev.node): plaintext and mutual TLS
+        "NODE": (ports.KAFKA_NODE, "PLAINTEXT"),
+        "NODE_MTLS": (ports.KAFKA_NODE_MTLS, "SSL"),
     }
 
 
 def _host(listener: str) -> str:
-    return ports.node_ip() if listener == "NODE" else "127.0.0.1"
+    return ports.node_ip() if listener.startswith("NODE") else "127.0.0.1"
 
 
 def node_bootstrap() -> str:
     """The broker as Pods on the node reach it."""
     return f"{ports.node_ip()}:{ports.KAFKA_NODE}"
+
+
+def node_mtls_bootstrap() -> str:
+    """The mutual-TLS listener as Pods on the node reach it."""
+    return f"{ports.node_ip()}:{ports.KAFKA_NODE_MTLS}"
 
 
 def _security_properties() -> list[str]:
@@ -159,6 +168,7 @@ def _security_properties() -> list[str]:
         "ssl.truststore.type=PEM",
         f"ssl.truststore.location={tls.ca_file()}",
         "listener.name.mtls.ssl.client.auth=required",
+        "listener.name.node_mtls.ssl.client.auth=required",
         # "CN=app,OU=...,O=..." -> "app", as Strimzi maps a KafkaUser's certificate
         "ssl.principal.mapping.rules=RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
         # SASL: SCRAM on two listeners, OAUTHBEARER on one

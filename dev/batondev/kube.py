@@ -6,7 +6,7 @@ key. The admin kubeconfig carries the CA, so clients verify TLS for real. The AP
 listens on every address and advertises the node's (``node_ip``), so Pods on the node
 (``batondev.node``) reach it through the ``kubernetes`` Service; it authorizes kubelets with
 the Node authorizer and reaches them by their InternalIP. Without the node, Pods stay
-unscheduled unless the dev pod runner runs them.
+unscheduled.
 """
 
 from __future__ import annotations

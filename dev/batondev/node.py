@@ -403,6 +403,8 @@ def up(timeout: float = 120, *, fresh: bool = False) -> None:
     )
     kube.apply(_provisioner_objects())
     if procs.running_pid(PROVISIONER) is None:
+        log = procs.log_file(PROVISIONER)
+        offset = log.stat().st_size if log.exists() else 0
         procs.start(
             PROVISIONER,
             [
@@ -416,9 +418,8 @@ def up(timeout: float = 120, *, fresh: bool = False) -> None:
                 "--provisioner-name=rancher.io/local-path",
             ],
         )
-    procs.wait_started(
-        PROVISIONER, lambda: "Started provisioner controller" in procs.tail(PROVISIONER, 200), timeout
-    )
+        started = "Started provisioner controller"  # it serves no health endpoint
+        procs.wait_started(PROVISIONER, lambda: started in _read_from(log, offset), timeout)
     procs.wait_started(KUBELET, _node_ready, timeout)
 
 
@@ -448,6 +449,12 @@ def start_kubelet(timeout: float = 120, path: str | None = None) -> None:
     )
 
     procs.wait_started(KUBELET, _node_ready, timeout)
+
+
+def _read_from(path: Path, offset: int) -> str:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read().decode(errors="replace")
 
 
 def _ctr_ok() -> bool:

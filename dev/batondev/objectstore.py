@@ -1,7 +1,8 @@
 """A real S3-compatible server for the snapshot store: MinIO built from the Go module proxy.
 
-One server on 127.0.0.1 with one drive under the run folder and a bucket, ``baton``, made at
-start. The compactor's Spark job writes it through Hadoop's S3A and the workers read it
+One server with one drive under the run folder and a bucket, ``baton``, made at start,
+listening on every address: 127.0.0.1 for this machine's clients, the node's address for Pods
+(:func:`node_endpoint`). The compactor's Spark job writes it through Hadoop's S3A and the workers read it
 through pyarrow, both with the credentials below, exactly as they would an AWS bucket
 (only the endpoint differs).
 """
@@ -23,6 +24,11 @@ REGION = "us-east-1"
 
 def endpoint() -> str:
     return f"http://127.0.0.1:{ports.S3}"
+
+
+def node_endpoint() -> str:
+    """The server as Pods on the node reach it."""
+    return f"http://{ports.node_ip()}:{ports.S3}"
 
 
 def data_dir() -> Path:
@@ -66,7 +72,7 @@ def up(*, fresh: bool = False, timeout: float = 60) -> str:
                 "server",
                 str(data_dir()),
                 "--address",
-                f"127.0.0.1:{ports.S3}",
+                f":{ports.S3}",
                 "--console-address",
                 f"127.0.0.1:{ports.S3_CONSOLE}",
                 "--quiet",

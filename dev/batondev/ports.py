@@ -29,6 +29,7 @@ SPARK_WORKER_UI = BASE + 32  # and BASE + 33: one per worker
 S3 = BASE + 40  # MinIO's S3 API
 S3_CONSOLE = BASE + 41  # MinIO's console port (its web UI is off); MinIO insists on binding one
 KAFKA_NODE = BASE + 12  # PLAINTEXT on the node's address: what Pods on the node bootstrap from
+KAFKA_NODE_MTLS = BASE + 13  # mutual TLS on the node's address
 KUBELET = BASE + 50  # the kubelet's API (logs, exec, port-forward), on the node's address
 KUBELET_HEALTHZ = BASE + 51
 KUBE_PROXY_HEALTHZ = BASE + 52

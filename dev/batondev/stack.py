@@ -58,6 +58,8 @@ def env_lines() -> list[str]:
         f"export BATON_KAFKA_SASL_SSL_BOOTSTRAP={kafka.sasl_ssl_bootstrap()}",
         f"export BATON_KAFKA_OAUTH_BOOTSTRAP={kafka.oauth_bootstrap()}",
         f"export BATON_KAFKA_NODE_BOOTSTRAP={kafka.node_bootstrap()}",
+        f"export BATON_KAFKA_NODE_MTLS_BOOTSTRAP={kafka.node_mtls_bootstrap()}",
+        f"export BATON_STACK_S3_NODE_ENDPOINT={objectstore.node_endpoint()}",
         f"export BATON_STACK_CA={shlex.quote(str(tls.ca_file()))}",
         f"export BATON_STACK_CLIENT_CERT={shlex.quote(str(tls.stack_client().certificate))}",
         f"export BATON_STACK_CLIENT_KEY={shlex.quote(str(tls.stack_client().key))}",

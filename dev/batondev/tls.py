@@ -6,7 +6,7 @@ starts on an empty run directory, kept under ``<run>/tls/`` while the stack live
 * ``ca.crt``, ``ca.key``: the CA; tests issue their own client certificates from it
   (:func:`issue_client`), so a test's principal is a certificate common name of its own;
 * ``broker.pem``: the broker's key (PKCS#8, as Java's PEM keystore wants it) and chain,
-  for 127.0.0.1 and localhost;
+  for 127.0.0.1, localhost and the node's address (the listeners Pods use);
 * ``client.crt``, ``client.key``: a client certificate for ``CN=baton-client``, the
   principal the stack grants everything (like the SCRAM user ``baton``).
 """
@@ -20,9 +20,9 @@ from pathlib import Path
 import trustme
 from cryptography.hazmat.primitives import serialization
 
-from . import paths
+from . import paths, ports
 
-SERVER_NAMES = ("127.0.0.1", "localhost")
+SERVER_NAMES = ("127.0.0.1", "localhost")  # and the node's address (ports.node_ip)
 STACK_CLIENT = "baton-client"
 
 
@@ -73,16 +73,17 @@ def _write(path: Path, data: bytes, private: bool = False) -> None:
 def ensure(fresh: bool = False) -> Path:
     """Make the CA, the broker's certificate and the stack client's, unless they exist."""
     folder = tls_dir()
-    if not fresh and (folder / ".complete").exists():
+    marker = folder / ".complete"
+    if not fresh and marker.exists() and marker.read_text().strip() == ports.node_ip():
         return folder
     ca = trustme.CA(organization_name="Baton local stack")
     _write(folder / "ca.crt", ca.cert_pem.bytes())
     _write(folder / "ca.key", _pkcs8(ca.private_key_pem.bytes()), private=True)
-    server = ca.issue_cert(*SERVER_NAMES, common_name="kafka.baton.local")
+    server = ca.issue_cert(*SERVER_NAMES, ports.node_ip(), common_name="kafka.baton.local")
     chain = b"".join(blob.bytes() for blob in server.cert_chain_pems)
     _write(folder / "broker.pem", _pkcs8(server.private_key_pem.bytes()) + chain, private=True)
     _issue(ca, STACK_CLIENT, folder)
-    (folder / ".complete").touch()
+    marker.write_text(ports.node_ip())
     return folder
 
 

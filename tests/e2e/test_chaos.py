@@ -4,7 +4,7 @@ The click counter runs as a StreamApp (two colors, 2 replicas each, one standby 
 task, exactly-once, write cache off) under the real operator, everything as Pods on the
 stack's node from the runtime image (the operator installed with the chart). Clicks arrive
 at a fixed rate while the test, every 10 s and also in the middle of rollouts and flips,
-deletes a worker Pod, SIGKILLs a worker container's process, SIGKILLs the operator's, or
+deletes a worker Pod, SIGKILLs a worker container's process, kills the operator's Pod, or
 SIGKILLs the kubelet and starts it again (one fault of each kind plus one mid-deploy
 operator kill). Then the ``read_committed`` output must be exactly what the input implies, per
 user the counts 1..n in order, and the StreamApp must be Ready again.

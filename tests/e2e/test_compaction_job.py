@@ -1,12 +1,12 @@
-"""The compactor as a deployed app uses it: the operator's CronJob, run as a Job by the pod
-runner, snapshots the changelogs into an object store (the stack's MinIO, credentials from a
+"""The compactor as a deployed app uses it: the operator's CronJob, run as a Job on the stack's
+node, snapshots the changelogs into an object store (the stack's MinIO, credentials from a
 Secret); a worker whose state volume is lost restores from that snapshot (the metric shows
 how little it replayed) and counts stay exact.
 
-Everything is the real thing: the pod runner runs the Job's ``baton compact`` (PySpark in
-local mode, S3A) from the compactor image and the workers' ``baton run`` (pyarrow's S3) from
-the runtime image, both built from the Dockerfile (dev/image), each container under runc (the
-pod runner's OCI mode): the JRE, pyspark, the connector and S3A jars are the image's own.
+Everything is the real thing: the kubelet runs the Job's ``baton compact`` (PySpark in local
+mode, S3A) from the compactor image and the workers' ``baton run`` (pyarrow's S3) from the
+runtime image, both built from the Dockerfile (dev/image): the JRE, pyspark, the connector
+and S3A jars are the image's own.
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ from typing import Any
 
 import orjson
 import pytest
-from batondev import objectstore, paths
-from batondev.podrunner import harness, portmap
-from batondev.podrunner.volumes import Layout
+from batondev import objectstore
 from pyarrow import fs as pafs
 
 from baton.compactor.cronjob import compactor_name
@@ -30,6 +28,7 @@ from baton.operator.builders.statefulset import STATE_VOLUME
 from baton.testing import produce, read_all, wait_for
 from baton.worker.state.snapshot_fs import open_store
 from baton.worker.state.snapshot_uri import S3Settings
+from tests.conftest import Node
 from tests.support.deploy import USERS, counts
 from tests.support.operator import (
     KubectlFn,
@@ -71,8 +70,9 @@ def _restored_records(kubectl: KubectlFn, namespace: str) -> float:
     """``baton_restored_records`` summed over tasks and stores, scraped from the worker."""
     pod = get_json(kubectl, "pod", POD, "-n", namespace)
     port = next(p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", []))
-    local = portmap.decode(pod).get(int(port), int(port))
-    body = urllib.request.urlopen(f"http://127.0.0.1:{local}/metrics", timeout=5).read().decode()
+    # the node's Pods are reachable from this machine at their own addresses (the CNI bridge)
+    url = f"http://{pod['status']['podIP']}:{port}/metrics"
+    body = urllib.request.urlopen(url, timeout=5).read().decode()
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in body.splitlines()
@@ -81,8 +81,9 @@ def _restored_records(kubectl: KubectlFn, namespace: str) -> float:
 
 
 def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_it(  # noqa: PLR0917
-    runtime_image: str,
-    compactor_image: str,
+    node: Node,
+    node_runtime_image: str,
+    node_compactor_image: str,
     kube: Any,
     kubectl: KubectlFn,
     namespace: str,
@@ -93,7 +94,7 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     install_crds(kubectl)
-    endpoint = objectstore.up()
+    endpoint = objectstore.up()  # this machine's address of it; Pods use the node's
     clicks_topic, counts_topic = new_topic(partitions=2), new_topic(partitions=2)
     keys = {
         "apiVersion": "v1",
@@ -104,8 +105,8 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
     store = f"s3a://{objectstore.BUCKET}/{unique_name}"
     manifest = example_manifest(
         namespace,
-        image=runtime_image,
-        kafka={"bootstrapServers": kafka_bootstrap},
+        image=node_runtime_image,
+        kafka={"bootstrapServers": node.kafka_bootstrap},
         applicationId=unique_name,
         replicas=1,
         standbyReplicas=0,
@@ -114,10 +115,10 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
         upgrade={"strategy": "Rolling"},
         compaction={
             "enabled": True,
-            "image": compactor_image,
+            "image": node_compactor_image,
             "snapshotStore": store,
             "objectStore": {
-                "endpoint": endpoint,
+                "endpoint": objectstore.node_endpoint(),
                 "credentialsSecret": {
                     "name": "s3-keys",
                     "accessKeyIdKey": "access-key",
@@ -132,83 +133,78 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
             "env": [
                 {"name": "CLICKS_TOPIC", "value": clicks_topic},
                 {"name": "COUNTS_TOPIC", "value": counts_topic},
-            ]
+            ],
+            "tolerations": [node.toleration],
         },
         # one changelog record per click, so the changelog is much longer than the state
         worker={"writeCache": False},
     )
     producer = Clicks(kafka_bootstrap, clicks_topic)
-    with harness.running(namespace, log_dir=tmp_path, extra=["--runtime", "runc"]):
-        operator = start_operator(tmp_path, namespace, kube.kubeconfig, "operator")
-        try:
-            apply(kubectl, keys)
-            apply(kubectl, manifest)
-            kubectl("wait", "--for=condition=Ready", f"sapp/{APP}", "-n", namespace, "--timeout=100s")
-            producer.batch(600)
-            wait_for("counts", lambda: counts(kafka_bootstrap, counts_topic) == dict(producer.sent), 60)
-            changelog = f"{unique_name}-blue-user-counts-store-changelog"
-            changelog_records = len(read_all(kafka_bootstrap, changelog))
-            assert changelog_records >= 600, changelog_records
+    operator = start_operator(tmp_path, namespace, kube.kubeconfig, "operator")
+    try:
+        apply(kubectl, keys)
+        apply(kubectl, manifest)
+        kubectl("wait", "--for=condition=Ready", f"sapp/{APP}", "-n", namespace, "--timeout=100s")
+        producer.batch(600)
+        wait_for("counts", lambda: counts(kafka_bootstrap, counts_topic) == dict(producer.sent), 60)
+        changelog = f"{unique_name}-blue-user-counts-store-changelog"
+        changelog_records = len(read_all(kafka_bootstrap, changelog))
+        assert changelog_records >= 600, changelog_records
 
-            cronjob = compactor_name({"metadata": {"name": APP}})
-            kubectl("create", "job", "compact-1", f"--from=cronjob/{cronjob}", "-n", namespace)
-            kubectl(
-                "wait",
-                "--for=condition=complete",
-                "job/compact-1",
-                "-n",
-                namespace,
-                "--timeout=240s",
-            )
-            (job_pod,) = get_json(kubectl, "pods", "-n", namespace, "-l", "job-name=compact-1")["items"]
-            assert job_pod["spec"]["containers"][0]["image"] == compactor_image
-            job_log = Layout(paths.RUN / "podrunner").log_file(
-                namespace, job_pod["metadata"]["name"], "compactor"
-            )
-            assert "[runc] baton compact" in job_log.read_text(errors="replace"), "the Job ran from the image"
-            compaction = get_json(kubectl, "sapp", APP, "-n", namespace)["status"]["compaction"]
-            assert compaction["liveKeys"] == len(producer.sent), compaction
-            assert compaction["recordsRead"] == changelog_records and compaction["snapshotsWritten"] == 2
-            assert compaction["findings"] == 0, compaction
-            for var, value in objectstore.client_env().items():  # this process reads the bucket too
-                monkeypatch.setenv(var, value)
-            s3fs, prefix = open_store(store, S3Settings(endpoint))  # the objects are in the bucket
-            names = [i.path for i in s3fs.get_file_info(pafs.FileSelector(prefix, recursive=True))]
-            assert sum(n.endswith("/_baton.json") for n in names) == 2, names
+        cronjob = compactor_name({"metadata": {"name": APP}})
+        kubectl("create", "job", "compact-1", f"--from=cronjob/{cronjob}", "-n", namespace)
+        kubectl(
+            "wait",
+            "--for=condition=complete",
+            "job/compact-1",
+            "-n",
+            namespace,
+            "--timeout=240s",
+        )
+        (job_pod,) = get_json(kubectl, "pods", "-n", namespace, "-l", "job-name=compact-1")["items"]
+        assert job_pod["spec"]["containers"][0]["image"] == node_compactor_image
+        assert job_pod["spec"]["nodeName"] == node.name
+        (job_status,) = job_pod["status"]["containerStatuses"]
+        assert job_status["containerID"].startswith("containerd://"), job_status
+        compaction = get_json(kubectl, "sapp", APP, "-n", namespace)["status"]["compaction"]
+        assert compaction["liveKeys"] == len(producer.sent), compaction
+        assert compaction["recordsRead"] == changelog_records and compaction["snapshotsWritten"] == 2
+        assert compaction["findings"] == 0, compaction
+        for var, value in objectstore.client_env().items():  # this process reads the bucket too
+            monkeypatch.setenv(var, value)
+        s3fs, prefix = open_store(store, S3Settings(endpoint))  # the objects are in the bucket
+        names = [i.path for i in s3fs.get_file_info(pafs.FileSelector(prefix, recursive=True))]
+        assert sum(n.endswith("/_baton.json") for n in names) == 2, names
 
-            # the worker loses its state volume: a new claim of the same name starts empty
-            kubectl("delete", "pvc", f"{STATE_VOLUME}-{POD}", "-n", namespace, "--wait=false")
-            old_uid = get_json(kubectl, "pod", POD, "-n", namespace)["metadata"]["uid"]
-            kubectl("delete", "pod", POD, "-n", namespace, "--wait=true", "--timeout=60s")
-            # `kubectl wait` fails at once on a Pod the StatefulSet controller has not recreated yet
-            wait_for(
-                "the new Pod",
-                lambda: (
-                    (try_get_json(kubectl, "pod", POD, "-n", namespace) or {})
-                    .get("metadata", {})
-                    .get("uid", old_uid)
-                    != old_uid
-                ),
-                60,
-            )
-            kubectl("wait", "--for=condition=Ready", f"pod/{POD}", "-n", namespace, "--timeout=120s")
-            (restored,) = wait_for(
-                "the restore's metric", lambda: _metric_after_restore(kubectl, namespace), 60
-            )
-            assert restored < changelog_records / 10, (restored, changelog_records)
-            log = (Layout(paths.RUN / "podrunner").log_file(namespace, POD, "worker")).read_text()
-            loaded = [json.loads(line) for line in log.splitlines() if "store loaded from snapshot" in line]
-            assert len(loaded) == 2 and sum(line["records"] for line in loaded) == len(producer.sent), loaded
-            print(
-                f"changelog {changelog_records}, compaction {compaction}, restored {restored}, loaded {loaded}"
-            )
-            producer.batch(200)
-            wait_for("counts after", lambda: counts(kafka_bootstrap, counts_topic) == dict(producer.sent), 90)
-        except BaseException:
-            print(operator.text()[-6000:])
-            raise
-        finally:
-            operator.kill()
+        # the worker loses its state volume: a new claim of the same name starts empty
+        kubectl("delete", "pvc", f"{STATE_VOLUME}-{POD}", "-n", namespace, "--wait=false")
+        old_uid = get_json(kubectl, "pod", POD, "-n", namespace)["metadata"]["uid"]
+        kubectl("delete", "pod", POD, "-n", namespace, "--wait=true", "--timeout=60s")
+        # `kubectl wait` fails at once on a Pod the StatefulSet controller has not recreated yet
+        wait_for(
+            "the new Pod",
+            lambda: (
+                (try_get_json(kubectl, "pod", POD, "-n", namespace) or {})
+                .get("metadata", {})
+                .get("uid", old_uid)
+                != old_uid
+            ),
+            60,
+        )
+        kubectl("wait", "--for=condition=Ready", f"pod/{POD}", "-n", namespace, "--timeout=120s")
+        (restored,) = wait_for("the restore's metric", lambda: _metric_after_restore(kubectl, namespace), 60)
+        assert restored < changelog_records / 10, (restored, changelog_records)
+        log = kubectl("logs", POD, "-n", namespace).stdout
+        loaded = [json.loads(line) for line in log.splitlines() if "store loaded from snapshot" in line]
+        assert len(loaded) == 2 and sum(line["records"] for line in loaded) == len(producer.sent), loaded
+        print(f"changelog {changelog_records}, compaction {compaction}, restored {restored}, loaded {loaded}")
+        producer.batch(200)
+        wait_for("counts after", lambda: counts(kafka_bootstrap, counts_topic) == dict(producer.sent), 90)
+    except BaseException:
+        print(operator.text()[-6000:])
+        raise
+    finally:
+        operator.kill()
 
 
 def _metric_after_restore(kubectl: KubectlFn, namespace: str) -> tuple[float] | None:

@@ -106,7 +106,7 @@ def test_a_bound_worker_reads_its_nodes_zone_and_falls_back_without_it(
 def test_the_kubeconfig_is_used_outside_a_pod(
     kube: Any, nodes: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No in-cluster token here: the client falls back to KUBECONFIG (as under the pod runner)."""
+    """No in-cluster token here: the client falls back to KUBECONFIG (a worker run outside a cluster)."""
     monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     assert node_zone(nodes["labelled"], ZONE, api_client()).zone == "zone-q"

@@ -489,3 +489,36 @@ def test_the_cronjob_runs_the_operators_compactor_image_unless_the_app_names_one
     assert own["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"] == (
         "registry.local/app-compactor:3"
     )
+
+
+def test_the_job_runs_where_the_workers_may_run() -> None:
+    """A tainted node pool for stream apps: the Job tolerates what the workers tolerate."""
+    app = _app(enabled=True, snapshotStore="/x")
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "streams", "effect": "NoSchedule"}
+    app["spec"]["podTemplate"] = {  # type: ignore[index]
+        "nodeSelector": {"pool": "streams"},
+        "tolerations": [toleration],
+        "imagePullSecrets": [{"name": "registry"}],
+        "affinity": {"podAntiAffinity": {}},
+        "env": [{"name": "X", "value": "1"}],
+    }
+    job = cronjob(app)
+    assert job is not None
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "streams"} and pod["tolerations"] == [toleration]
+    assert pod["imagePullSecrets"] == [{"name": "registry"}]
+    assert "affinity" not in pod and "priorityClassName" not in pod
+    bare = cronjob(_app(enabled=True, snapshotStore="/x"))
+    assert bare is not None
+    assert not {"nodeSelector", "tolerations"} & set(bare["spec"]["jobTemplate"]["spec"]["template"]["spec"])
+
+
+def test_the_job_runs_as_the_images_user_with_its_group_on_the_volumes() -> None:
+    """The operator mounts the Kafka Secrets 0440: without fsGroup the non-root process could
+    not read its own CA and key (found when the Job first ran under a real kubelet)."""
+    from baton.images import RUN_AS_USER
+
+    job = cronjob(_app(enabled=True, snapshotStore="/x"))
+    assert job is not None
+    context = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["securityContext"]
+    assert context["runAsUser"] == context["fsGroup"] == RUN_AS_USER and context["runAsNonRoot"] is True

@@ -1,6 +1,6 @@
 """The Dockerfile: hadolint-clean, pinned, non-root, and the two targets the docs promise.
 
-The image is built and run by the e2e tests (dev/image, the pod runner's OCI mode); these
+The image is built and run by the e2e tests (dev/image, on the stack's node); these
 are the fast checks of what a build would only show indirectly: the linter, the pins (digests,
 lockfiles with hashes, the JRE's exact version) and the structure of the stages.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from batondev.paths import REPO
 
-from baton.operator.constants import RUN_AS_USER
+from baton.images import RUN_AS_USER
 
 DOCKERFILE = REPO / "Dockerfile"
 HADOLINT = Path(sys.executable).parent / "hadolint"

@@ -29,6 +29,7 @@ CLIENTS = (
 )
 # Modules that are pure logic by design: unit-tested without a server, never doing I/O.
 PURE = (
+    "baton.images",
     "baton.clients.settings",
     "baton.worker.topology",
     "baton.worker.naming",

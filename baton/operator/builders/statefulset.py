@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from baton.control.messages import Color
+from baton.images import RUN_AS_USER
 from baton.operator.builders.common import (
     color_name,
     metadata,
@@ -26,7 +27,6 @@ from baton.operator.constants import (
     ANNOTATION_SPEC_HASH,
     CONTAINER_NAME,
     METRICS_PORT_NAME,
-    RUN_AS_USER,
     STATE_DIR,
 )
 from baton.operator.spec import PlacementSpec, StreamApp, StreamAppSpec

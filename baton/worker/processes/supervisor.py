@@ -9,7 +9,7 @@ Decisions (docs/architecture.md, "Processes per pod"):
 * SIGTERM/SIGINT go to every child; each commits and leaves the group within
   ``shutdown_grace_seconds``, after which it is killed.
 * Children die with the supervisor (``PR_SET_PDEATHSIG``): a killed pod is all of it gone,
-  as in a container, also when processes run outside one (tests, the dev pod runner).
+  as in a container, also when processes run outside one (tests, `baton run` on a laptop).
 * ``/healthz``: every child alive and healthy. ``/readyz``: every child ready.
 * The children join their group together (``join.py``): the first process does not own
   every task for a heartbeat and then hand half of them over.
