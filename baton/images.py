@@ -8,6 +8,19 @@ and claims are readable by the process; tests/unit/test_dockerfile.py holds the 
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 RUN_AS_USER: Final = 10001
+
+
+def pod_security_context() -> dict[str, Any]:
+    """The Pod securityContext of everything the operator runs from the images: non-root as
+    the image's user, its group on the volumes, the runtime's default seccomp profile."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS_USER,
+        "runAsGroup": RUN_AS_USER,
+        "fsGroup": RUN_AS_USER,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from baton import __version__
-from baton.images import RUN_AS_USER
+from baton.images import pod_security_context
 
 # The Dockerfile's `compactor` target: the runtime plus a JRE, pyspark, the Kafka connector
 # and the S3A jars. The app's image has no Java, so it cannot be the default; an image built
@@ -282,14 +282,7 @@ def cronjob(
         "restartPolicy": "Never",
         # as the workers: the image's user, and its group on the volumes, so the Kafka Secrets
         # the operator mounts (0440) and the snapshot claim are readable by the process
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": RUN_AS_USER,
-            "runAsGroup": RUN_AS_USER,
-            "fsGroup": RUN_AS_USER,
-            "fsGroupChangePolicy": "OnRootMismatch",
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security_context(),
         "containers": [container],
         "volumes": volumes,
         **job_placement(body),

@@ -300,13 +300,11 @@ def _pause_image() -> None:
             binary = Path(tmp) / "pause"
             run(["gcc", "-Os", "-static", "-DVERSION=baton-3.10", "-o", str(binary), str(source)])
             run(["strip", str(binary)])
-            container = buildah.run("from", "scratch")
-            try:
-                buildah.run("copy", container, str(binary), "/pause")
-                buildah.run("config", "--entrypoint", '["/pause"]', "--user", "65535:65535", container)
-                buildah.run("commit", "--quiet", container, PAUSE_IMAGE)
-            finally:
-                buildah.run("rm", container)
+            (Path(tmp) / "rootfs").mkdir()
+            binary.rename(Path(tmp) / "rootfs" / "pause")
+            _scratch_image(
+                PAUSE_IMAGE, Path(tmp) / "rootfs", "--entrypoint", '["/pause"]', "--user", "65535:65535"
+            )
     load_image(PAUSE_IMAGE)
 
 
@@ -323,14 +321,19 @@ def _helper_image() -> None:
             shutil.copy2(unpacked / "bin" / "busybox", rootfs / "bin" / "busybox")
             for applet in ("sh", "mkdir", "rm", "ls", "cat"):
                 (rootfs / "bin" / applet).symlink_to("busybox")
-            container = buildah.run("from", "scratch")
-            try:
-                buildah.run("copy", container, str(rootfs), "/")
-                buildah.run("config", "--env", "PATH=/bin", "--cmd", '["/bin/sh"]', container)
-                buildah.run("commit", "--quiet", container, HELPER_IMAGE)
-            finally:
-                buildah.run("rm", container)
+            _scratch_image(HELPER_IMAGE, rootfs, "--env", "PATH=/bin", "--cmd", '["/bin/sh"]')
     load_image(HELPER_IMAGE)
+
+
+def _scratch_image(name: str, rootfs: Path, *config: str) -> None:
+    """An image of ``rootfs`` alone (``FROM scratch``) with ``buildah config`` options ``config``."""
+    container = buildah.run("from", "scratch")
+    try:
+        buildah.run("copy", container, str(rootfs), "/")
+        buildah.run("config", *config, container)
+        buildah.run("commit", "--quiet", container, name)
+    finally:
+        buildah.run("rm", container)
 
 
 def _kubernetes_source() -> Path:

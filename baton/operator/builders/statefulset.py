@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from baton.control.messages import Color
-from baton.images import RUN_AS_USER
+from baton.images import pod_security_context
 from baton.operator.builders.common import (
     color_name,
     metadata,
@@ -58,17 +58,6 @@ def container_security_context() -> dict[str, Any]:
         "readOnlyRootFilesystem": True,
         "runAsNonRoot": True,
         "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-
-
-def pod_security_context() -> dict[str, Any]:
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": RUN_AS_USER,
-        "runAsGroup": RUN_AS_USER,
-        "fsGroup": RUN_AS_USER,
-        "fsGroupChangePolicy": "OnRootMismatch",
         "seccompProfile": {"type": "RuntimeDefault"},
     }
 
