@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
-import subprocess
+import socket
 
 BASE = int(os.environ.get("BATON_PORT_BASE", "29090"))
 
@@ -41,17 +41,17 @@ COREDNS_HEALTH = BASE + 54
 def node_ip() -> str:
     """The address of the interface with the default route: where Pods on the node reach the stack.
 
-    The kubelet refuses a loopback node IP; the first global address stands in on a machine
-    without a default route."""
-    route = subprocess.run(["ip", "-4", "-o", "route", "show", "default"], capture_output=True, text=True)
-    dev = route.stdout.split(" dev ")[1].split()[0] if " dev " in route.stdout else None
-    addrs = subprocess.run(
-        ["ip", "-4", "-o", "addr", "show", "scope", "global", *(["dev", dev] if dev else [])],
-        capture_output=True,
-        text=True,
-    )
-    for line in addrs.stdout.splitlines():
-        fields = line.split()
-        if "inet" in fields:
-            return fields[fields.index("inet") + 1].split("/")[0]
-    raise RuntimeError("no global IPv4 address on this machine: the node needs one (ip -4 addr)")
+    The kubelet refuses a loopback node IP. A UDP socket "connected" to an address beyond the
+    default route makes the kernel choose that interface's address; no packet is sent, and
+    no tool (``ip``) needs to be on PATH, which a test of a missing tool takes away."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("203.0.113.1", 9))  # TEST-NET-3: never a real peer
+        except OSError as exc:
+            raise RuntimeError(
+                f"no default route on this machine ({exc}): the node needs the address of one (ip -4 route)"
+            ) from exc
+        address = str(probe.getsockname()[0])
+    if address.startswith("127."):
+        raise RuntimeError("the default route leaves through loopback: the node needs another address")
+    return address

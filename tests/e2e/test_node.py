@@ -267,6 +267,19 @@ def test_a_worker_resumes_from_its_volume_after_a_container_kill(
         f"resumed {resumed:.0f} tasks, restored {scratch:.0f} from scratch, replayed {replayed:.0f} records"
     )
 
+    # interactive queries by the Pod's DNS name under the color's headless Service
+    # (BATON_APPLICATION_SERVER, as the operator sets it), resolved by the cluster DNS
+    server = f"{pod}.clicks-blue.{namespace}.svc"
+    answer = _exec(
+        kubectl,
+        namespace,
+        pod,
+        "import urllib.request; "
+        f"print(urllib.request.urlopen('http://{server}:8080/stores/user-counts-store?key=user-7').read().decode())",
+    )
+    found = json.loads(answer)
+    assert (found["key"], found["value"]) == ("user-7", sent["user-7"]), answer
+
     # and the counts go on from where they were, exactly
     more = [(u.encode(), json.dumps({"user_id": u, "timestamp": 5000}).encode()) for u in users]
     sent.update(users)
