@@ -1,7 +1,7 @@
-"""Host tools from Debian's packages (buildah, runc or crun, debootstrap), their .debs cached.
+"""Host tools from Debian's packages (buildah, runc or crun, debootstrap, iptables, the CNI
+plugins, conntrack), their .debs cached.
 
-Why: a fresh CI machine has none of them, and the image build and the OCI pod mode need
-them. ``apt-get`` downloads into ``~/.cache/baton/debs-tools/`` instead of its own archive
+Why: a fresh CI machine has none of them, and the image build and the node need them. ``apt-get`` downloads into ``~/.cache/baton/debs-tools/`` instead of its own archive
 (which Debian's container images empty after every install), so a machine that keeps the
 cache installs from the local files without downloading them again.
 """
@@ -18,7 +18,13 @@ from .requirements import MissingTool
 
 DEBS = paths.CACHE / "debs-tools"
 # command -> the Debian package that provides it
-PACKAGES = {"buildah": "buildah", "crun": "crun", "runc": "runc", "debootstrap": "debootstrap"}
+PACKAGES = {
+    "buildah": "buildah",
+    "crun": "crun",
+    "runc": "runc",
+    "debootstrap": "debootstrap",
+    "iptables": "iptables",
+}
 
 
 def _apt(args: list[str]) -> subprocess.CompletedProcess[str]:
