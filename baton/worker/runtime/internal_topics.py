@@ -15,6 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec  # type: ignore[attr-defined]
 from confluent_kafka.cimpl import NewTopic
 
+from baton.clients.topic_ids import topic_ids
 from baton.worker.naming import changelog_topic, dlq_topic, internal_topic
 from baton.worker.topology.graph import (
     BuiltTopology,
@@ -230,6 +231,14 @@ class TopicFacts:
                 return None
         value = self._settings[topic].get(name)
         return int(value) if value is not None else None
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's id, read fresh (a changelog may be recreated while the worker runs); None, logged, if unknown."""
+        try:
+            return topic_ids(self._admin, [topic]).get(topic)
+        except Exception as exc:
+            log.warning("topic id unknown", extra={"topic": topic, "error": str(exc)})
+            return None
 
     def size_limit(self, topic: str) -> int | None:
         """The topic's max.message.bytes (unknown: nothing is refused by size, the commit fails as before)."""

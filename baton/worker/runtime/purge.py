@@ -7,8 +7,11 @@ repartitioned). Kafka Streams deletes them with delete-records every
 ``repartition.purge.interval.ms``; so does Baton, from the offsets of its own commits.
 
 Only the member that owns a repartition partition's task commits for it, so each member
-purges what it committed; the call is asynchronous (the broker answers later, errors are
-logged and the next round retries with a newer offset), and never on the processing path.
+purges what it committed; the call is asynchronous (the broker answers later), and never on
+the processing path. A purge that failed, or that a member killed before sending it never
+sent, is sent again: failures are forgotten as purged, and the worker also offers its
+tasks' committed offsets when it has nothing to commit (a quiet app, a task just taken
+over), so the last records of a partition do not wait for input that may never come.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class RepartitionPurge:
         self._topics = repartition_topics
         self._interval = interval_ms / 1000
         self._purged: dict[tuple[str, int], int] = {}
+        self._failed: list[tuple[str, int, int]] = []  # appended on the admin client's thread
         self._last = time.monotonic()
 
     @property
@@ -59,10 +63,15 @@ class RepartitionPurge:
         return bool(self._topics)
 
     def after_commit(self, committed: Iterable[tuple[str, int, int]]) -> None:
-        """Called with (topic, partition, offset) after every successful commit."""
+        """Called with (topic, partition, offset) after every successful commit, and with the
+        tasks' committed offsets when there was nothing to commit."""
         now = time.monotonic()
         if now - self._last < self._interval:
             return
+        while self._failed:  # sent again below (list.pop is atomic against the callback's append)
+            topic, partition, offset = self._failed.pop()
+            if self._purged.get((topic, partition)) == offset:
+                del self._purged[topic, partition]
         due = due_purges(committed, self._topics, self._purged)
         if not due:
             return
@@ -77,14 +86,14 @@ class RepartitionPurge:
                 self._purged.pop(key, None)
             return
         for tp, future in futures.items():
-            future.add_done_callback(functools.partial(_report, tp))
+            future.add_done_callback(functools.partial(self._report, tp))
 
-
-def _report(tp: TopicPartition, future: Future[object]) -> None:
-    """On the admin client's thread: log the outcome (a failed purge is retried by the next round)."""
-    error = future.exception()
-    where = {"topic": tp.topic, "partition": tp.partition, "before": tp.offset}
-    if error is None:
-        log.debug("repartition purged", extra=where)
-    else:
-        log.warning("repartition purge failed", extra={**where, "error": str(error)})
+    def _report(self, tp: TopicPartition, future: Future[object]) -> None:
+        """On the admin client's thread: log the outcome; a failed purge is sent again next round."""
+        error = future.exception()
+        where = {"topic": tp.topic, "partition": tp.partition, "before": tp.offset}
+        if error is None:
+            log.debug("repartition purged", extra=where)
+        else:
+            log.warning("repartition purge failed", extra={**where, "error": str(error)})
+            self._failed.append((tp.topic, tp.partition, tp.offset))

@@ -316,7 +316,8 @@ class Worker:
             self.app,
             lambda store: changelog_topic(self.app, store),
             lambda topic: self.topics.setting(topic, "delete.retention.ms"),
-            S3Settings(self.config.snapshot_s3_endpoint, self.config.snapshot_s3_region),
+            topic_id=self.topics.topic_id,
+            s3=S3Settings(self.config.snapshot_s3_endpoint, self.config.snapshot_s3_region),
         )
 
     def _install_signals(self) -> None:
@@ -602,6 +603,10 @@ class Worker:
             self._settle(wait=True)  # the pipelined one before, though nothing came after it
         tasks = self.task_manager.running()
         if not any(t.processed_since_commit for t in tasks) and not self.output.changelog_offsets:
+            if self.purge.enabled:  # a purge lost or failed earlier does not wait for new input
+                self.purge.after_commit(
+                    (t, task.partition, o) for task in tasks for t, o in task.committed.items()
+                )
             return
         started = time.monotonic()
         drains = self._drains_due(tasks)

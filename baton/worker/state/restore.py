@@ -183,6 +183,14 @@ class Restorer(threading.Thread):
                 )
                 job.store.wipe()
                 checkpoint = None
+            if checkpoint is None and _holds_data(job.store):
+                # a snapshot load that crashed before its last batch: keys without a checkpoint. Loaded
+                # or replayed over, one deleted since (its tombstone compacted away) would stay
+                log.warning(
+                    "store holds data but no checkpoint; wiping",
+                    extra={"task": str(job.task), "store": job.store_name, "partition": job.partition},
+                )
+                job.store.wipe()
             if checkpoint is None and self._seed is not None:  # from scratch: start from a snapshot if any
                 checkpoint = self._seed(job, low, high)
             job.start = low if checkpoint is None else checkpoint
@@ -345,3 +353,7 @@ class Restorer(threading.Thread):
             )
             if high is not None and high >= 0:
                 self._on_lag(job, max(0, high - max(job.position, tp.offset)))
+
+
+def _holds_data(store: KeyValueStore) -> bool:
+    return next(iter(store.items()), None) is not None

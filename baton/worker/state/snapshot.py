@@ -10,7 +10,7 @@ Layout, shared with the compactor (this module is the single definition)::
 
     <store-uri>/<application.id>/<store>/<partition>/snapshot-<end offset, 20 digits>/
         part-*.parquet   columns key, value (binary); no tombstones
-        _baton.json      {"topic", "partition", "end_offset", "records", "created_at", ...}
+        _baton.json      {"topic", "topic_id", "partition", "end_offset", "records", "created_at", ...}
 
 ``end_offset`` is exclusive: the first changelog offset the snapshot does NOT cover. The
 manifest is written last, so a directory without one is an unfinished snapshot and is
@@ -21,6 +21,12 @@ The store is a local path (``/x``, ``file:///x``: a shared volume) or an object 
 (``s3a://bucket/prefix``), read through pyarrow's filesystems (``snapshot_fs``). On an
 object store the manifest is still the commit: each object appears whole, and the job
 writes the manifest after every Parquet part.
+
+``topic_id`` is the changelog's Kafka topic id when the snapshot was taken. Offsets alone
+cannot tell a changelog that was deleted and recreated from the one a snapshot was taken
+of (the new one may well have grown past the old end), so a snapshot is used only by the
+same incarnation of the topic: same id. A manifest without one (an older compactor's) is
+not used either; the next compaction run writes one with it.
 """
 
 from __future__ import annotations
@@ -75,6 +81,11 @@ class Snapshot:
     records: int
     manifest: dict[str, Any]
     filesystem: Any = None  # a pyarrow FileSystem; None: the local one
+
+    @property
+    def topic_id(self) -> str | None:
+        value = self.manifest.get("topic_id")
+        return str(value) if value else None
 
 
 def _fs(snap: Snapshot) -> Any:
@@ -166,26 +177,60 @@ def within_tombstone_horizon(snap: Snapshot, delete_retention_ms: int | None, no
     return horizon_holds(fresh_as_of(snap), delete_retention_ms, now)
 
 
+def refusal(
+    snapshot_topic_id: str | None, end_offset: int, *, topic_id: str | None, low: int, high: int | None
+) -> str | None:
+    """Why a snapshot cannot stand for the changelog's first ``end_offset`` records now; None if it can.
+
+    It must be of this incarnation of the topic (same topic id) and its offset must lie
+    within the changelog's [low, high]: past ``high`` it describes records that are gone;
+    below ``low`` it would miss records that were deleted (a compacted changelog never
+    moves ``low`` past a live record, but a misconfigured one with retention does).
+    """
+    if snapshot_topic_id is None:
+        return "its manifest has no topic id (an older compactor wrote it), so the changelog it was taken of is unknown"
+    if topic_id is None:
+        return "the changelog's topic id could not be read (the principal needs Describe on the topic)"
+    if snapshot_topic_id != topic_id:
+        return (
+            f"it was taken of another incarnation of the changelog (topic id {snapshot_topic_id}; the topic "
+            f"now has {topic_id}): the changelog was deleted and recreated since"
+        )
+    if high is not None and end_offset > high:
+        return f"its end offset {end_offset} is past the changelog's end {high}"
+    if end_offset < low:
+        return f"its end offset {end_offset} is below the changelog's first offset {low}: it misses removed records"
+    return None
+
+
+def choose(
+    found: list[Snapshot], *, topic_id: str | None, low: int = 0, high: int | None = None
+) -> tuple[Snapshot | None, list[tuple[Snapshot, str]]]:
+    """The newest of ``found`` (newest first) that :func:`refusal` accepts, and why each newer one was not."""
+    refused: list[tuple[Snapshot, str]] = []
+    for snap in found:
+        why = refusal(snap.topic_id, snap.end_offset, topic_id=topic_id, low=low, high=high)
+        if why is None:
+            return snap, refused
+        refused.append((snap, why))
+    return None, refused
+
+
 def newest(
     root: str,
     application_id: str,
     store: str,
     partition: int,
     *,
+    topic_id: str | None,
     low: int = 0,
     high: int | None = None,
     s3: S3Settings | None = None,
 ) -> Snapshot | None:
-    """The newest snapshot a restore can start from: its offset must lie within the changelog's [low, high].
-
-    A snapshot beyond ``high`` describes a changelog that was since recreated; one below
-    ``low`` would miss records that were deleted (a compacted changelog never moves
-    ``low`` past a live record, but a misconfigured one with retention does).
-    """
-    for snap in snapshots(root, application_id, store, partition, s3):
-        if (high is None or snap.end_offset <= high) and snap.end_offset >= low:
-            return snap
-    return None
+    """The newest snapshot a restore can start from (see :func:`refusal`)."""
+    return choose(
+        snapshots(root, application_id, store, partition, s3), topic_id=topic_id, low=low, high=high
+    )[0]
 
 
 def read(snap: Snapshot, batch: int = BATCH) -> Iterator[tuple[bytes, bytes]]:
@@ -211,8 +256,9 @@ def read(snap: Snapshot, batch: int = BATCH) -> Iterator[tuple[bytes, bytes]]:
 def load_into(store: KeyValueStore, snap: Snapshot, batch: int = BATCH) -> int:
     """Write a snapshot into an empty store; the checkpoint becomes its end offset, in the last batch.
 
-    Until that last batch the store has no checkpoint, so a crash midway makes the next
-    start load the snapshot again over a store that holds only snapshot keys: no harm.
+    Until that last batch the store has no checkpoint. A crash midway leaves keys without
+    one, which the restorer wipes before it restores the store again (``restore.py``):
+    loaded over them, a newer snapshot that no longer holds a key would leave it in place.
     """
     items: list[tuple[bytes, bytes | None]] = []
     count = 0
@@ -231,20 +277,35 @@ def seeder(
     application_id: str,
     changelog: Callable[[str], str],
     delete_retention_ms: Callable[[str], int | None],
+    *,
+    topic_id: Callable[[str], str | None],
     s3: S3Settings | None = None,
 ) -> Callable[[Any, int, int], int | None]:
     """For the restore thread: ``seed(job, low, high)`` loads the newest usable snapshot, returns its offset.
 
     ``job`` is a ``restore.RestoreJob`` of a store with no checkpoint; jobs that do not read
     the store's own changelog (tables read from a source topic) are left alone. A snapshot
-    past the changelog's tombstone horizon (:func:`within_tombstone_horizon`) is not used.
+    of another incarnation of the changelog (:func:`refusal`), or past its tombstone
+    horizon (:func:`within_tombstone_horizon`), is not used.
     """
 
     def seed(job: Any, low: int, high: int) -> int | None:
         if job.topic != changelog(job.store_name):
             return None
         try:
-            snap = newest(root, application_id, job.store_name, job.partition, low=low, high=high, s3=s3)
+            found = snapshots(root, application_id, job.store_name, job.partition, s3)
+            snap, refused = choose(found, topic_id=topic_id(job.topic), low=low, high=high)
+            for old, why in refused:
+                log.warning(
+                    "snapshot refused",
+                    extra={
+                        "task": str(job.task),
+                        "store": job.store_name,
+                        "partition": job.partition,
+                        "snapshot": old.path,
+                        "reason": why,
+                    },
+                )
             if snap is None:
                 return None
             retention = delete_retention_ms(job.topic)
