@@ -89,13 +89,17 @@ CMD ["--help"]
 # ---------------------------------------------------------------- the Spark Kafka connector jars
 FROM ${MAVEN_IMAGE} AS spark-jars
 WORKDIR /jars
-# Same resolution as dev/batondev/spark.py: the connector for the pinned pyspark (4.0.0, Scala 2.13).
+# Same resolution as dev/batondev/spark.py: the connector for the pinned pyspark (4.0.0, Scala 2.13),
+# keeping only what pyspark does not ship: these jars go first on the class path, where an older
+# scala-library, slf4j-api 1.x (Spark's logging silenced) or snappy-java of the connector's
+# dependencies would shadow Spark's own (tests/integration/test_compactor_job.py checks the list).
 RUN printf '%s\n' \
   '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>' \
   '<groupId>dev.baton</groupId><artifactId>spark-kafka-runtime</artifactId><version>1</version><packaging>pom</packaging>' \
   '<dependencies><dependency><groupId>org.apache.spark</groupId><artifactId>spark-sql-kafka-0-10_2.13</artifactId><version>4.0.0</version></dependency></dependencies>' \
   '</project>' > pom.xml \
- && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=/jars/out
+ && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=/jars/out \
+      -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
 
 # ---------------------------------------------------------------- Hadoop's S3A for s3a:// snapshot stores
 FROM ${MAVEN_IMAGE} AS s3a-jars
@@ -121,20 +125,29 @@ RUN apt-get update \
 COPY --from=compactor-deps /opt/baton /opt/baton
 COPY --from=spark-jars /jars/out/ /opt/baton/spark-jars/
 COPY --from=s3a-jars /jars/out/ /opt/baton/s3a-jars/
+# The connector and S3A jars on the class path of every JVM Spark starts from this image: the
+# driver (spark-submit, or pyspark under `baton compact`, reads SPARK_CONF_DIR) and executors on
+# Kubernetes (Spark passes spark.executor.extraClassPath to their Pods, and the entry point puts
+# it first). extraClassPath is prepended, so Spark's own jars are named again before S3A's: the
+# AWS SDK bundle carries an older netty, which ahead of Spark's broke its Kubernetes client.
+RUN spark_home="$(/opt/baton/bin/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" \
+ && classpath="/opt/baton/spark-jars/*:${spark_home}/jars/*:/opt/baton/s3a-jars/*" \
+ && mkdir -p /opt/baton/spark-conf \
+ && printf 'spark.driver.extraClassPath %s\nspark.executor.extraClassPath %s\n' "$classpath" "$classpath" \
+  > /opt/baton/spark-conf/spark-defaults.conf
 # the project last: a source edit changes only this layer and the ones below
 COPY --from=build /staging/opt/baton /opt/baton
 COPY --chown=root:root examples/ /app/examples/
 # Spark 4 creates its session's artifact directory relative to the working directory: with a
 # read-only root that must be the writable /tmp (the Job's emptyDir), not /app.
 WORKDIR /tmp
-# spark.jars accepts globs; baton.compactor.session reads BATON_SPARK_JARS. The S3A jars go on
-# the class path (a JVM class path takes dir/*): baton.compactor.s3a reads BATON_SPARK_CLASSPATH.
 ENV JAVA_HOME=/opt/java \
-    BATON_SPARK_JARS=/opt/baton/spark-jars/* \
-    BATON_SPARK_CLASSPATH=/opt/baton/s3a-jars/* \
+    SPARK_CONF_DIR=/opt/baton/spark-conf \
     SPARK_LOCAL_DIRS=/tmp
 USER 10001:10001
-ENTRYPOINT ["baton", "compact"]
+# `baton compact ARGS`, or the executor (and cluster-mode driver) Pods Spark's Kubernetes
+# scheduler starts from this image with "executor"/"driver" (baton/compactor/entrypoint.py)
+ENTRYPOINT ["python", "-m", "baton.compactor.entrypoint"]
 CMD ["--help"]
 
 # The default target is the worker/operator image.

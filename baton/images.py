@@ -24,3 +24,17 @@ def pod_security_context() -> dict[str, Any]:
         "fsGroupChangePolicy": "OnRootMismatch",
         "seccompProfile": {"type": "RuntimeDefault"},
     }
+
+
+def container_security_context(*, read_only_root: bool = True) -> dict[str, Any]:
+    """The container securityContext of the same: no privilege escalation, no capabilities,
+    a read-only root (writable paths are volumes), as Pod Security's ``restricted`` asks."""
+    out: dict[str, Any] = {
+        "allowPrivilegeEscalation": False,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    if read_only_root:
+        out["readOnlyRootFilesystem"] = True
+    return out

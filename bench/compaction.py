@@ -1,13 +1,17 @@
 """Compaction throughput, incremental runs, and restore time with and without a snapshot.
 
-    python bench/compaction.py [--bootstrap 127.0.0.1:29092] [--keys 2000000] [--updates 5]
-                               [--more 1000000] [--json bench/compaction.json]
+    python bench/compaction.py [--bootstrap 127.0.0.1:29092] [--keys 10000000] [--updates 1]
+                               [--more 1000000] [--partitions 12] [--changed 0.01]
+                               [--json bench/compaction.json]
 
-A changelog of ``keys x updates`` records (8 partitions, as a worker writes it: key, value
-bytes) is snapshotted by a first run. Then ``more`` records (new values of the first
-``more`` keys) are produced and a second run builds on the first snapshot: it reads only
-those. For comparison, a run into an empty store reads the same changelog whole. Then
-``more`` records again, and the restores: without a snapshot a restore replays every
+A changelog of ``keys x updates`` records (``partitions`` partitions, key ``i`` in partition
+``i mod partitions``, as a worker writes it: key, value bytes) is snapshotted by a first
+run. Then ``more`` records (new values of the first ``more`` keys) are produced and a
+second run builds on the first snapshot: it reads only those. Then a ``changed`` fraction
+of all keys gets new values, all in partition 0, as when one hot partition moves and the
+rest stand still: the third run reads and rewrites that partition only (the others are
+``unchanged``). For comparison, a run into an empty store reads the same changelog whole.
+Then ``more`` records again, and the restores: without a snapshot a restore replays every
 record; with one it loads ``keys`` pairs and replays only the last ``more``. Restores use
 the worker's own restore thread (``baton.worker.state.restore.Restorer``) into RocksDB stores,
 the path a worker takes.
@@ -35,38 +39,40 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from baton.clients.topic_ids import topic_ids
 from baton.worker.naming import TaskId, changelog_topic
 from baton.worker.runtime.internal_topics import CHANGELOG_CONFIG, topic_settings
 from baton.worker.state import snapshot
 from baton.worker.state.restore import RestoreJob, Restorer, TaskRestore
 from baton.worker.state.stores import RocksDBStore
 
-PARTITIONS = 8
 STORE = "counts"
 
 
-def produce_round(bootstrap: str, topic: str, keys: int, round_: int) -> None:
+def produce_round(bootstrap: str, topic: str, keys: range, round_: int, partitions: int) -> None:
+    """A new value of each key in ``keys``; key ``i`` always goes to partition ``i mod partitions``."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
             "linger.ms": 50,
             "batch.size": 1 << 20,
             "compression.type": "lz4",
-            "partitioner": "murmur2_random",
         }
     )
-    for i in range(keys):
+    for i in keys:
         key = b"user-%08d" % i
         while True:
             try:
-                producer.produce(topic, b"%d" % (round_ * keys + i), key)
+                producer.produce(topic, b"%d-%d" % (round_, i), key, partition=i % partitions)
                 break
             except BufferError:
                 producer.poll(0.05)
     assert producer.flush(120) == 0
 
 
-def restore(bootstrap: str, app: str, topic: str, state: Path, store_uri: str | None) -> dict[str, float]:
+def restore(  # noqa: PLR0917
+    bootstrap: str, app: str, topic: str, state: Path, store_uri: str | None, partitions: int
+) -> dict[str, float]:
     """Restore every partition into fresh RocksDB stores; seconds and changelog records replayed."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     seed = (
@@ -75,6 +81,7 @@ def restore(bootstrap: str, app: str, topic: str, state: Path, store_uri: str | 
             app,
             lambda s: changelog_topic(app, s),
             lambda t: int(topic_settings(admin, t)["delete.retention.ms"]),
+            topic_id=lambda t: topic_ids(admin, [t])[t],
         )
         if store_uri
         else None
@@ -83,9 +90,9 @@ def restore(bootstrap: str, app: str, topic: str, state: Path, store_uri: str | 
         {"bootstrap.servers": bootstrap, "group.id": f"bench-restore-{uuid.uuid4().hex}"}, seed=seed
     )
     done = threading.Event()
-    stores = [RocksDBStore(state / str(p) / STORE) for p in range(PARTITIONS)]
-    jobs = [RestoreJob(TaskId(0, p), STORE, topic, p, stores[p]) for p in range(PARTITIONS)]
-    waiting = set(range(PARTITIONS))
+    stores = [RocksDBStore(state / str(p) / STORE) for p in range(partitions)]
+    jobs = [RestoreJob(TaskId(0, p), STORE, topic, p, stores[p]) for p in range(partitions)]
+    waiting = set(range(partitions))
 
     def ready(task: TaskRestore) -> None:  # one task per partition, as a worker has them
         waiting.discard(task.task.partition)
@@ -112,9 +119,13 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:29092"))
-    parser.add_argument("--keys", type=int, default=2_000_000)
-    parser.add_argument("--updates", type=int, default=5)
+    parser.add_argument("--keys", type=int, default=10_000_000)
+    parser.add_argument("--updates", type=int, default=1)
     parser.add_argument("--more", type=int, default=1_000_000, help="records between the runs")
+    parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument(
+        "--changed", type=float, default=0.01, help="fraction of all keys changed in partition 0 alone"
+    )
     parser.add_argument(
         "--cleaner",
         choices=["on", "off"],
@@ -142,21 +153,22 @@ def main() -> None:
     config = dict(CHANGELOG_CONFIG)
     if args.cleaner == "off":
         config["min.compaction.lag.ms"] = str(86_400_000)
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1, config=config)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, args.partitions, 1, config=config)])[topic].result(30)
     work = Path(tempfile.mkdtemp(prefix="baton-bench-compact-"))
     results: dict[str, Any] = {
         "keys": args.keys,
         "updates": args.updates,
         "more": args.more,
         "cleaner": args.cleaner,
-        "partitions": PARTITIONS,
+        "partitions": args.partitions,
+        "changed": args.changed,
         "master": args.master,
         "cpus": os.cpu_count(),
     }
     try:
         started = time.monotonic()
         for round_ in range(args.updates):
-            produce_round(args.bootstrap, topic, args.keys, round_)
+            produce_round(args.bootstrap, topic, range(args.keys), round_, args.partitions)
         results["produce_seconds"] = round(time.monotonic() - started, 2)
 
         started = time.monotonic()
@@ -176,6 +188,10 @@ def main() -> None:
             return {
                 "records_read": read,
                 "live_keys": report["summary"]["live_keys"],
+                "snapshots_written": report["summary"]["snapshots_written"],
+                "partitions_read": sorted(
+                    p["partition"] for p in report["partitions"] if p["plan"] != "unchanged"
+                ),
                 "plans": sorted({p["plan"] for p in report["partitions"]}),
                 "seconds": round(seconds, 2),
                 "records_per_second": round(read / seconds),
@@ -183,21 +199,31 @@ def main() -> None:
             }
 
         results["compaction"] = compact(store_uri)
-        produce_round(args.bootstrap, topic, args.more, args.updates)
+        produce_round(args.bootstrap, topic, range(args.more), args.updates, args.partitions)
         results["incremental"] = compact(store_uri)
+        changed = range(
+            0, int(args.keys * args.changed) * args.partitions, args.partitions
+        )  # all in partition 0
+        produce_round(args.bootstrap, topic, changed, args.updates + 1, args.partitions)
+        results["one_partition_changed"] = compact(store_uri)
         results["full_reread"] = compact(str(work / "from-scratch"))
         spark.stop()
-        produce_round(args.bootstrap, topic, args.more, args.updates + 1)
+        produce_round(args.bootstrap, topic, range(args.more), args.updates + 2, args.partitions)
 
-        results["restore_without_snapshot"] = restore(args.bootstrap, app, topic, work / "plain", None)
-        results["restore_with_snapshot"] = restore(args.bootstrap, app, topic, work / "seeded", store_uri)
+        results["restore_without_snapshot"] = restore(
+            args.bootstrap, app, topic, work / "plain", None, args.partitions
+        )
+        results["restore_with_snapshot"] = restore(
+            args.bootstrap, app, topic, work / "seeded", store_uri, args.partitions
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
         admin.delete_topics([topic])[topic].result(30)
 
-    c, inc, whole, plain, seeded = (
+    c, inc, one, whole, plain, seeded = (
         results["compaction"],
         results["incremental"],
+        results["one_partition_changed"],
         results["full_reread"],
         results["restore_without_snapshot"],
         results["restore_with_snapshot"],
@@ -213,7 +239,16 @@ def main() -> None:
             f"incremental run after {args.more:,} more",
             f"{inc['records_read']:,} read + {c['live_keys']:,} snapshot rows in {inc['seconds']} s",
         ),
+        (
+            f"{args.changed:.0%} of keys changed in 1 of {args.partitions} partitions",
+            f"{one['records_read']:,} read, partitions {one['partitions_read']} read and "
+            f"{one['snapshots_written']} snapshot written in {one['seconds']} s",
+        ),
         ("same changelog read whole", f"{whole['records_read']:,} read in {whole['seconds']} s"),
+        (
+            "one partition's run against the whole read",
+            f"{one['seconds'] / whole['seconds']:.1%} of the time",
+        ),
         ("spark session start", f"{results['spark_start_seconds']} s"),
         ("restore without snapshot", f"{plain['seconds']} s, {plain['replayed']:,} records replayed"),
         (
@@ -227,6 +262,8 @@ def main() -> None:
         print(f"| {name:{width}} | {value} |")
     assert plain["keys"] == seeded["keys"] == args.keys
     assert inc["records_read"] == args.more and inc["plans"] == ["incremental"], inc
+    assert one["partitions_read"] == [0] and one["snapshots_written"] == 1, one
+    assert one["records_read"] == len(changed), one
     # the log cleaner may have compacted the changelog in between: a whole read gets what is left
     assert whole["records_read"] <= args.keys * args.updates + args.more, whole
     args.json.write_text(json.dumps(results, indent=2) + "\n")

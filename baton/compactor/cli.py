@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
+from tempfile import gettempdir
 from typing import Any
 
 import click
@@ -108,7 +110,7 @@ def compact(
     """Snapshot every changelog partition of the app ids, keep the last N, and write an audit report."""
     from baton.compactor.job import JobConfig, run
     from baton.compactor.s3a import hadoop_settings
-    from baton.compactor.session import session
+    from baton.compactor.session import driver_settings, session
     from baton.worker.state.snapshot_uri import S3Settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -127,7 +129,12 @@ def compact(
         s3 = S3Settings(s3_endpoint, s3_region)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--s3-endpoint") from exc
-    conf = hadoop_settings(snapshot_store, s3) | spark_conf  # the user's --conf wins
+    # the user's --conf wins; a driver in a Pod on Kubernetes learns its Pod at start
+    conf = (
+        hadoop_settings(snapshot_store, s3)
+        | driver_settings(master, os.environ, Path(gettempdir()))
+        | spark_conf
+    )
     spark = session(master, jars.split(",") if jars else None, conf=conf)
     report = run(spark, JobConfig(bootstrap_servers, ids, snapshot_store, keep, topology, kafka_config))
     click.echo(json.dumps(report["summary"], indent=2))

@@ -27,7 +27,8 @@ from __future__ import annotations
 from typing import Any
 
 from baton import __version__
-from baton.images import pod_security_context
+from baton.compactor.kubernetes import MASTER, driver_env, executor_template, service_account, spark_settings
+from baton.images import container_security_context, pod_security_context
 
 # The Dockerfile's `compactor` target: the runtime plus a JRE, pyspark, the Kafka connector
 # and the S3A jars. The app's image has no Java, so it cannot be the default; an image built
@@ -95,6 +96,8 @@ def job_arguments(body: dict[str, Any], application_ids: list[str] | None = None
     ]
     if runner(compaction) == "CronJob":
         args += ["--master", compaction.get("sparkMaster", "local[*]")]
+    elif runner(compaction) == "Kubernetes":
+        args += ["--master", MASTER]
     for application_id in application_ids or [f"{app_id}-{color}" for color in colors]:
         args += ["--application-id", application_id]
     return args
@@ -141,7 +144,9 @@ def job_placement(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def runner(compaction: dict[str, Any]) -> str:
-    """CronJob (the Pod is the driver) or SparkOperator (a ScheduledSparkApplication)."""
+    """CronJob (the Pod is the whole job, or the driver of ``sparkMaster``'s cluster), Kubernetes
+    (the Pod is the driver, executors are Pods: ``kubernetes.py``) or SparkOperator (a
+    ScheduledSparkApplication: ``sparkapp.py``)."""
     return str(compaction.get("runner", "CronJob"))
 
 
@@ -195,6 +200,8 @@ def compactor_identity(body: dict[str, Any]) -> list[dict[str, Any]]:
     accounts = [compactor_name(body)]
     if runner(compaction) == "SparkOperator":  # the Spark driver writes the status then
         accounts.append(driver_service_account(compaction))
+    elif runner(compaction) == "Kubernetes":  # the driver runs as the account that may create executors
+        accounts.append(service_account(compaction))
     rbac = "rbac.authorization.k8s.io"
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": compactor_metadata(body)},
@@ -259,26 +266,28 @@ def cronjob(
         *(extra_env or []),
     ]
     labels = compactor_labels(name)
+    image, pull_policy = compaction.get("image") or default_image, spec.get("imagePullPolicy", "IfNotPresent")
+    account = compactor_name(body)
+    if runner(compaction) == "Kubernetes":
+        account = service_account(compaction)
+        for key, value in spark_settings(image, pull_policy, compaction.get("spark") or {}).items():
+            args += ["--conf", f"{key}={value}"]
+        template = executor_template(labels, job_placement(body), volumes, mounts)
+        env += driver_env(template)
     container: dict[str, Any] = {
         "name": CONTAINER,
-        "image": compaction.get("image") or default_image,
-        "imagePullPolicy": spec.get("imagePullPolicy", "IfNotPresent"),
+        "image": image,
+        "imagePullPolicy": pull_policy,
         "command": ["baton"],
         "args": args,
         "env": env,
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": container_security_context(),
         "volumeMounts": mounts,
     }
     if compaction.get("resources"):
         container["resources"] = compaction["resources"]
     pod: dict[str, Any] = {
-        "serviceAccountName": compactor_name(body),
+        "serviceAccountName": account,
         "restartPolicy": "Never",
         # as the workers: the image's user, and its group on the volumes, so the Kafka Secrets
         # the operator mounts (0440) and the snapshot claim are readable by the process

@@ -107,6 +107,12 @@ def read_snapshots(spark: Any, bases: dict[tuple[str, int], str]) -> Any:
     return union(*frames)
 
 
+def snapshot_rows(spark: Any, paths: dict[tuple[str, int], str]) -> Any:
+    """The content of snapshots as live rows (topic, partition, key, value); None if there are none."""
+    rows = read_snapshots(spark, paths)
+    return None if rows is None else rows.select("topic", "partition", "key", "value")
+
+
 def union(*parts: Any) -> Any:
     """Frames of the same columns as one; None if there are none."""
     present = [p for p in parts if p is not None]

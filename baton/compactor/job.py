@@ -6,12 +6,15 @@ Steps, in order:
    committed input positions before and after (the audit compares stores only when the
    app did not move in between).
 2. Plan each partition (``incremental.py``): from the newest snapshot that is still a safe
-   base, read the changelog after it; without one, read the changelog whole.
+   base, read the changelog after it; without one, read the changelog whole; a partition
+   whose changelog has not grown since its newest snapshot is left alone.
 3. Read those ranges with Spark's Kafka source, merge them with the base snapshots and
    keep the latest value per key.
-4. Write a snapshot per partition that has changed since the newest one; keep the last N.
+4. Write a snapshot per partition that has changed since the newest one; keep the last N
+   complete ones, remove unfinished and unusable ones (``retention.py``).
 5. Audit: changelog configs, per-partition statistics, blue versus green, stores versus a
-   recomputation from the input; write the report (JSON and Prometheus text) to the store.
+   recomputation from the input (both read the snapshots of unchanged partitions); write
+   the report (JSON and Prometheus text) to the store, keep the last reports.
 
 Why one module of this size: the steps above share one Spark session and one run's
 report; each step is a function here, the pure logic lives in ``incremental.py``,
@@ -37,9 +40,12 @@ from baton.compactor.latest import PartitionStats
 from baton.compactor.store import HadoopStore
 from baton.worker.state.snapshot import CHECKED, MANIFEST, end_of, partition_dir, snapshot_name
 
+FORMAT = 2  # 2: the manifest names the changelog's topic id
+
 log = logging.getLogger(__name__)
 
 REPORT_DIR = "_audit"
+STAGING_DIR = "_staging"
 
 
 @dataclass
@@ -65,7 +71,7 @@ class PartitionResult:
     written: bool
     read_from: int  # the changelog offset this run read from: start_offset, or its base's end
     base: str | None  # the earlier snapshot merged in (an incremental run)
-    plan: str  # "incremental", or why the changelog was read whole
+    plan: str  # "incremental", "unchanged", or why the changelog was read whole
     deleted: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -82,28 +88,38 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
     changelogs = [c for app in config.application_ids for c in view.changelogs(app)]
     before = {app: view.committed(app) for app in config.application_ids}
     ranges = {c.topic: view.offsets(c.topic, c.partitions) for c in changelogs}
+    topic_ids = view.topic_ids([c.topic for c in changelogs])
     configs = {c.topic: view.configs(c.topic) for c in changelogs}
     findings: list[Finding] = [f for c in changelogs for f in config_findings(c.topic, configs[c.topic])]
     spark_kafka = spark_options(config)
-    found = {
-        (c.topic, p): _candidates(store, partition_dir(store.root, c.application_id, c.store, p))
+    listed = {
+        (c.topic, p): _listing(store, partition_dir(store.root, c.application_id, c.store, p))
         for c in changelogs
         for p in ranges[c.topic]
     }
-    plans = _plans(changelogs, ranges, configs, found)
+    found = {k: complete for k, (complete, _unfinished) in listed.items()}
+    plans = _plans(changelogs, ranges, configs, topic_ids, found)
+    _remove_unusable(store, listed, plans)
 
     timings = {"kafka_metadata": time.monotonic() - started}
     mark = time.monotonic()
     unread = {
-        topic: {p: (plans[(topic, p)].read_from, high) for p, (_low, high) in parts.items()}
+        topic: {
+            p: (plans[(topic, p)].read_from, high)
+            for p, (_low, high) in parts.items()
+            if not plans[(topic, p)].unchanged
+        }
         for topic, parts in ranges.items()
     }
-    bases = {k: plan.base.path for k, plan in plans.items() if plan.base is not None}
+    bases = {k: plan.base.path for k, plan in plans.items() if plan.base is not None and not plan.unchanged}
+    unchanged = {k: plan.base for k, plan in plans.items() if plan.base is not None and plan.unchanged}
     records = frames.union(
         frames.read_kafka(spark, config.bootstrap, unread, spark_kafka), frames.read_snapshots(spark, bases)
     )
     keys = frames.per_key(records).cache() if records is not None else None
     stats = frames.stats(keys) if keys is not None else {}
+    for key, base in unchanged.items():  # nothing read: what the snapshot holds
+        stats[key] = PartitionStats(distinct_keys=base.records, live_keys=base.records, live_read=0)
     timings["read_and_aggregate"] = time.monotonic() - mark
     mark = time.monotonic()
     results = _snapshots(
@@ -117,13 +133,17 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
         stats=stats,
         keys=keys,
         created=created,
+        topic_ids=topic_ids,
     )
 
     timings["write_snapshots"] = time.monotonic() - mark
     mark = time.monotonic()
     after = {app: view.committed(app) for app in config.application_ids}
     stable = {app: before[app] == after[app] for app in config.application_ids}
-    live = frames.live(keys) if keys is not None else None
+    live = frames.union(
+        frames.live(keys) if keys is not None else None,
+        frames.snapshot_rows(spark, {k: base.path for k, base in unchanged.items()}),
+    )
     audits: dict[str, Any] = {}
     if config.topology and live is not None:
         audits["recompute"] = _recompute_audit(
@@ -131,6 +151,7 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
             config,
             changelogs=changelogs,
             committed=before,
+            lows=_input_lows(view, before),
             stable=stable,
             live=live,
             findings=findings,
@@ -160,26 +181,56 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
     return report
 
 
-def _candidates(store: HadoopStore, folder: str) -> list[Candidate]:
-    """The complete snapshots in one partition's folder, with the times that vouch for them."""
-    out = []
+def _listing(store: HadoopStore, folder: str) -> tuple[list[Candidate], list[str]]:
+    """One partition's folder: its complete snapshots (what their manifests say), and unfinished ones."""
+    out, unfinished = [], []
     for name in store.children(folder):
         end, path = end_of(name), f"{folder}/{name}"
-        if end is None or not store.exists(f"{path}/{MANIFEST}"):
+        if end is None:
             continue
+        if not store.exists(f"{path}/{MANIFEST}"):
+            unfinished.append(path)
+            continue
+        manifest = store.read_json(f"{path}/{MANIFEST}")
         checked = store.read_json(f"{path}/{CHECKED}") if store.exists(f"{path}/{CHECKED}") else {}
         out.append(
             Candidate(
-                end, path, store.read_json(f"{path}/{MANIFEST}").get("created_at"), checked.get("checked_at")
+                end,
+                path,
+                manifest.get("created_at"),
+                checked.get("checked_at"),
+                manifest.get("topic_id") or None,
+                int(manifest.get("records", 0)),
             )
         )
-    return out
+    return out, unfinished
+
+
+def _remove_unusable(
+    store: HadoopStore,
+    listed: dict[tuple[str, int], tuple[list[Candidate], list[str]]],
+    plans: dict[tuple[str, int], Plan],
+) -> None:
+    """Delete what a crashed run left half-written and snapshots no run or worker may use again.
+
+    CronJobs of one app never overlap (``concurrencyPolicy: Forbid``), so a snapshot folder
+    without a manifest is a crashed run's. A snapshot refused for another reason than the
+    tombstone horizon (another incarnation of the changelog, no topic id, below its start)
+    stays refused forever. Both would also block a new snapshot at the same end offset.
+    """
+    for key, (complete, unfinished) in listed.items():
+        plan = plans[key]
+        unusable = [c.path for c in complete if c.path in plan.refused]
+        for path in unfinished + unusable:
+            log.info("removing snapshot", extra={"path": path, "why": plan.refused.get(path, "unfinished")})
+            store.delete(path)
 
 
 def _plans(
     changelogs: list[Changelog],
     ranges: dict[str, dict[int, tuple[int, int]]],
     configs: dict[str, dict[str, str]],
+    topic_ids: dict[str, str],
     found: dict[tuple[str, int], list[Candidate]],
 ) -> dict[tuple[str, int], Plan]:
     now = time.time()
@@ -189,6 +240,7 @@ def _plans(
         for partition, (low, high) in ranges[c.topic].items():
             plan = incremental.plan(
                 found[(c.topic, partition)],
+                topic_id=topic_ids.get(c.topic),
                 low=low,
                 high=high,
                 delete_retention_ms=delete_retention_ms,
@@ -221,6 +273,7 @@ def _snapshots(
     stats: dict[tuple[str, int], PartitionStats],
     keys: Any,
     created: str,
+    topic_ids: dict[str, str],
 ) -> list[PartitionResult]:
     """Write the snapshots that are new, apply retention; one result per changelog partition."""
     results: list[PartitionResult] = []
@@ -228,9 +281,9 @@ def _snapshots(
     for c in changelogs:
         for partition, (low, high) in sorted(ranges[c.topic].items()):
             base = partition_dir(store.root, c.application_id, c.store, partition)
-            existing = {candidate.end_offset for candidate in found[(c.topic, partition)]}
-            path = f"{base}/{snapshot_name(high)}"
             plan = plans[(c.topic, partition)]
+            existing = {s.end_offset for s in found[(c.topic, partition)] if s.path not in plan.refused}
+            path = f"{base}/{snapshot_name(high)}"
             result = PartitionResult(
                 c.application_id,
                 c.store,
@@ -248,7 +301,11 @@ def _snapshots(
             results.append(result)
             if result.written:
                 stale.append((c.topic, partition))
-    staging = f"{store.root}/_staging/{uuid.uuid4().hex}"
+    now = datetime.now(UTC)
+    for name in retention.stale_staging(store.children(f"{store.root}/{STAGING_DIR}"), now):
+        log.info("removing a crashed run's staging folder", extra={"path": f"{STAGING_DIR}/{name}"})
+        store.delete(f"{store.root}/{STAGING_DIR}/{name}")
+    staging = f"{store.root}/{STAGING_DIR}/{retention.staging_name(now, uuid.uuid4().hex)}"
     if stale and keys is not None:
         from pyspark.sql import functions as F  # noqa: N812
 
@@ -270,10 +327,11 @@ def _snapshots(
                 f"{r.snapshot}/{MANIFEST}",
                 json.dumps(
                     {
-                        "format": 1,
+                        "format": FORMAT,
                         "application_id": r.application_id,
                         "store": r.store,
                         "topic": r.topic,
+                        "topic_id": topic_ids[r.topic],
                         "partition": r.partition,
                         "start_offset": r.start_offset,
                         "end_offset": r.end_offset,
@@ -286,12 +344,28 @@ def _snapshots(
                 ),
             )
         base = partition_dir(store.root, r.application_id, r.store, r.partition)
-        ends = [e for name in store.children(base) if (e := end_of(name)) is not None]
-        r.deleted = retention.to_delete(ends, config.keep)
+        plan = plans[(r.topic, r.partition)]
+        ends = {s.end_offset for s in found[(r.topic, r.partition)] if s.path not in plan.refused}
+        r.deleted = retention.to_delete(ends | {r.end_offset}, config.keep)
         for end in r.deleted:
             store.delete(f"{base}/{snapshot_name(end)}")
     store.delete(staging)
     return results
+
+
+def _input_lows(
+    view: KafkaView, committed: dict[str, dict[tuple[str, int], int]]
+) -> dict[tuple[str, int], int]:
+    """The first offset of every input partition an app has committed a position on."""
+    counts: dict[str, int] = {}
+    for positions in committed.values():
+        for topic, partition in positions:
+            counts[topic] = max(counts.get(topic, 0), partition + 1)
+    return {
+        (topic, partition): low
+        for topic, n in counts.items()
+        for partition, (low, _high) in view.offsets(topic, n).items()
+    }
 
 
 def _recompute_audit(
@@ -300,6 +374,7 @@ def _recompute_audit(
     *,
     changelogs: list[Changelog],
     committed: dict[str, dict[tuple[str, int], int]],
+    lows: dict[tuple[str, int], int],
     stable: dict[str, bool],
     live: Any,
     findings: list[Finding],
@@ -331,6 +406,10 @@ def _recompute_audit(
         app_topics = {c.topic for c in changelogs if c.application_id == app}
         results = {}
         for plan in plans:
+            gap = recompute.retention_gaps(plan, lows, positions)
+            if gap:  # not a divergence: the input that would show one way or the other is gone
+                out["skipped"].append(f"{app}: {gap}")
+                continue
             ranges = {t: {p: (0, o) for (tt, p), o in positions.items() if tt == t} for t in plan.topics}
             inputs = frames.read_kafka(spark, config.bootstrap, ranges, spark_options(config))
             topics = [f"{app}-{s}-changelog" for s in plan.stores if f"{app}-{s}-changelog" in app_topics]
@@ -454,6 +533,8 @@ def _write_report(store: HadoopStore, config: JobConfig, report: dict[str, Any])
         store.write_text(f"{folder}/report-{stamp}.json", body)
         store.write_text(f"{folder}/latest.json", body)
         store.write_text(f"{folder}/metrics.prom", prometheus_text(report, app))
+        for name in retention.old_reports(store.children(folder)):
+            store.delete(f"{folder}/{name}")
 
 
 def spark_options(config: JobConfig) -> dict[str, str]:

@@ -10,10 +10,11 @@ their own, so variables the driver has are passed to them as ``spark.executorEnv
 (Spark redacts the secret ones in its UI and logs).
 
 S3A is not in Spark's distribution: its jars (``hadoop-aws`` of Spark's Hadoop version and
-the AWS SDK bundle, about 560 MB) are named by ``BATON_SPARK_CLASSPATH`` (the compactor
-image sets it) and put on the driver's and executors' class path rather than shipped with
-``spark.jars``: a cluster's nodes run the same image, and half a gigabyte is not copied
-into every executor's work directory on every run.
+the AWS SDK bundle, about 560 MB) go on the driver's and executors' class path rather than
+being shipped with ``spark.jars``: a cluster's nodes run the same image, and half a
+gigabyte is not copied into every executor's work directory on every run. The compactor
+image does that in its ``spark-defaults.conf`` (``SPARK_CONF_DIR``); elsewhere
+``BATON_SPARK_CLASSPATH`` names them.
 """
 
 from __future__ import annotations
@@ -54,10 +55,10 @@ def hadoop_settings(store: str, s3: S3Settings) -> dict[str, str]:
     classpath = os.environ.get(CLASSPATH_ENV)
     if classpath:
         out |= {"spark.driver.extraClassPath": classpath, "spark.executor.extraClassPath": classpath}
-    else:
+    elif not os.environ.get("SPARK_CONF_DIR"):  # the image's spark-defaults.conf has them
         log.warning(
             f"{store} is an object store but {CLASSPATH_ENV} is unset: unless spark-submit adds them "
-            "(--packages org.apache.hadoop:hadoop-aws:<Spark's Hadoop version>), Spark will not find "
-            "S3AFileSystem; the compactor image sets it"
+            "(--packages org.apache.hadoop:hadoop-aws:<Spark's Hadoop version>) or spark-defaults.conf "
+            "does, Spark will not find S3AFileSystem; the compactor image has them on its class path"
         )
     return out

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+from baton.compactor.kubernetes import EXECUTOR_TEMPLATE_VAR, POD_NAME_VAR, POD_NAMESPACE_VAR
 
 
 def jars_from_env() -> list[str]:
@@ -54,3 +58,20 @@ def session(
     for key, value in settings(master, conf, os.environ.get("BATON_POD_IP")).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def driver_settings(master: str | None, env: Mapping[str, str], workdir: Path) -> dict[str, str]:
+    """Spark settings a driver in a Pod learns only at start: its Pod, its namespace, the
+    executors' template (written to ``workdir``). None unless the master is Kubernetes."""
+    if not (master or "").startswith("k8s://"):
+        return {}
+    out: dict[str, str] = {}
+    if env.get(POD_NAME_VAR):
+        out["spark.kubernetes.driver.pod.name"] = env[POD_NAME_VAR]
+    if env.get(POD_NAMESPACE_VAR):
+        out["spark.kubernetes.namespace"] = env[POD_NAMESPACE_VAR]
+    if env.get(EXECUTOR_TEMPLATE_VAR):
+        path = workdir / "executor-pod-template.json"
+        path.write_text(env[EXECUTOR_TEMPLATE_VAR])
+        out["spark.kubernetes.executor.podTemplateFile"] = str(path)
+    return out

@@ -19,10 +19,11 @@ namespace (``sparkOperator.driverServiceAccount``, default ``spark-operator-spar
 may create executor Pods; the operator binds the compactor's status Role to it as well. So
 Baton's operator needs no right to create Pods, and grants none.
 
-What differs: the master is Kubernetes (``sparkMaster`` is not used); the S3A jars go on both
-class paths through ``sparkConf`` because the driver's JVM starts before any Python runs;
-the entry point is ``/opt/baton/compact.py`` in the compactor image (a link to
-``baton/compactor/cli.py``, which runs as a spark-submit script).
+What differs: the master is Kubernetes (``sparkMaster`` is not used); the entry point is
+``/opt/baton/compact.py`` in the compactor image (a link to ``baton/compactor/cli.py``,
+which runs as a spark-submit script). The Kafka connector and S3A jars are on the driver's
+and executors' class paths by the image's ``spark-defaults.conf``, so ``sparkConf`` does
+not name them (a ``spark.*.extraClassPath`` there would replace the image's).
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ from baton.compactor.cronjob import (
     job_env,
     job_volumes,
 )
+from baton.images import container_security_context
 
 API_VERSION = "sparkoperator.k8s.io/v1beta2"
 KIND = "ScheduledSparkApplication"
 MAIN_FILE = "local:///opt/baton/compact.py"
 SPARK_VERSION = "4.0.0"  # the compactor image's pyspark
-S3A_CLASSPATH = "/opt/baton/s3a-jars/*"  # the compactor image's BATON_SPARK_CLASSPATH
 DEFAULT_EXECUTORS = 2
 # Spark settings the SparkApplication carries as fields of its own
 _FIELDS = {
@@ -57,8 +58,8 @@ _FIELDS = {
 
 
 def _conf(spark: dict[str, Any]) -> dict[str, str]:
-    """sparkConf: the S3A class path, ``spark.cores.max``, then the user's ``conf``."""
-    out = {"spark.driver.extraClassPath": S3A_CLASSPATH, "spark.executor.extraClassPath": S3A_CLASSPATH}
+    """sparkConf: ``spark.cores.max``, then the user's ``conf``."""
+    out = {}
     if spark.get("maxCores") is not None:
         out[SPARK_SETTINGS["maxCores"]] = str(spark["maxCores"])
     return out | {k: str(v) for k, v in (spark.get("conf") or {}).items()}
@@ -94,12 +95,7 @@ def scheduled_spark_application(
             "labels": dict(labels),
             "env": copy.deepcopy(env),
             "volumeMounts": copy.deepcopy(mounts),
-            "securityContext": {
-                "allowPrivilegeEscalation": False,
-                "runAsNonRoot": True,
-                "capabilities": {"drop": ["ALL"]},
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
+            "securityContext": container_security_context(read_only_root=False),
         }
     template = {
         "type": "Python",

@@ -183,6 +183,12 @@ class SparkOperatorSpec(_Model):
     driver_service_account: str = "spark-operator-spark"
 
 
+class KubernetesRunnerSpec(_Model):
+    """How runs look under runner Kubernetes (the Pod drives, executors are Pods)."""
+
+    service_account: str = "spark"
+
+
 class S3CredentialsRef(_Model):
     """A Secret holding an access key pair; the key names default to the AWS variables'."""
 
@@ -207,7 +213,8 @@ class CompactionSpec(_Model):
     snapshot_store: str | None = None
     snapshot_volume_claim: str | None = None
     object_store: ObjectStoreSpec | None = None
-    runner: Literal["CronJob", "SparkOperator"] = "CronJob"
+    runner: Literal["CronJob", "Kubernetes", "SparkOperator"] = "CronJob"
+    kubernetes: KubernetesRunnerSpec = Field(default_factory=KubernetesRunnerSpec)
     spark_operator: SparkOperatorSpec = Field(default_factory=SparkOperatorSpec)
     keep: int = 3
     spark_master: str = "local[*]"

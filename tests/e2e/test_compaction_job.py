@@ -3,15 +3,19 @@ node, snapshots the changelogs into an object store (the stack's MinIO, credenti
 Secret); a worker whose state volume is lost restores from that snapshot (the metric shows
 how little it replayed) and counts stay exact.
 
-Everything is the real thing: the kubelet runs the Job's ``baton compact`` (PySpark in local
-mode, S3A) from the compactor image and the workers' ``baton run`` (pyarrow's S3) from the
-runtime image, both built from the Dockerfile (dev/image): the JRE, pyspark, the connector
-and S3A jars are the image's own.
+Everything is the real thing: ``runner: Kubernetes``, so the Job's Pod is the Spark driver
+and Spark's Kubernetes scheduler starts two executor Pods from the compactor image, through
+the stack's API server, under the ServiceAccount of examples/spark-service-account.yaml.
+One executor Pod is deleted while the job runs: Spark replaces it and the run completes
+whole. The workers' ``baton run`` (pyarrow's S3) runs from the runtime image; both images
+are built from the Dockerfile (dev/image): the JRE, pyspark, the connector and S3A jars on
+the class path are the image's own.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.request
 from collections import Counter
@@ -21,6 +25,7 @@ from typing import Any
 import orjson
 import pytest
 from batondev import objectstore
+from batondev.paths import REPO
 from pyarrow import fs as pafs
 
 from baton.compactor.cronjob import compactor_name
@@ -126,8 +131,16 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
                 },
             },
             "schedule": "0 0 1 1 *",  # runs when this test creates a Job from it
-            "sparkMaster": "local[1]",
-            "spark": {"driverMemory": "512m", "conf": {"spark.sql.shuffle.partitions": "2"}},
+            "runner": "Kubernetes",
+            "spark": {
+                "driverMemory": "512m",
+                "executorMemory": "512m",
+                # two executors on a two-core node: requests below a core each, so both fit
+                "conf": {
+                    "spark.sql.shuffle.partitions": "2",
+                    "spark.kubernetes.executor.request.cores": "100m",
+                },
+            },
         },
         podTemplate={
             "env": [
@@ -143,6 +156,8 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
     operator = start_operator(tmp_path, namespace, kube.kubeconfig, "operator")
     try:
         apply(kubectl, keys)
+        # as the docs say: kubectl apply -n <namespace> -f examples/spark-service-account.yaml
+        kubectl("apply", "-n", namespace, "-f", str(REPO / "examples" / "spark-service-account.yaml"))
         apply(kubectl, manifest)
         kubectl("wait", "--for=condition=Ready", f"sapp/{APP}", "-n", namespace, "--timeout=100s")
         producer.batch(600)
@@ -152,18 +167,34 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
         assert changelog_records >= 600, changelog_records
 
         cronjob = compactor_name({"metadata": {"name": APP}})
+        executors = Executors(kubectl, namespace)
         kubectl("create", "job", "compact-1", f"--from=cronjob/{cronjob}", "-n", namespace)
-        kubectl(
-            "wait",
-            "--for=condition=complete",
-            "job/compact-1",
-            "-n",
-            namespace,
-            "--timeout=240s",
-        )
+        with executors:
+            done = kubectl(
+                "wait",
+                "--for=condition=complete",
+                "job/compact-1",
+                "-n",
+                namespace,
+                "--timeout=300s",
+                check=False,
+            )
+        if done.returncode != 0:  # what the driver and the executors said, before the namespace goes
+            for what in (["get", "pods,events", "-o", "wide"], ["logs", "job/compact-1", "--tail=150"]):
+                print(kubectl(*what, "-n", namespace, check=False).stdout[-12000:])
+            pytest.fail(f"the compaction Job did not complete: {done.stderr}", pytrace=False)
         (job_pod,) = get_json(kubectl, "pods", "-n", namespace, "-l", "job-name=compact-1")["items"]
         assert job_pod["spec"]["containers"][0]["image"] == node_compactor_image
         assert job_pod["spec"]["nodeName"] == node.name
+        assert job_pod["spec"]["serviceAccountName"] == "spark"
+        # two executor Pods from the compactor image, children of the driver Pod; one deleted
+        # mid-job and replaced, and the run still completed whole
+        print(f"executors: {executors.seen}, deleted {executors.deleted}")
+        assert executors.deleted is not None, "no two executors ran at once"
+        assert len(executors.seen) >= 3, executors.seen
+        for pod in executors.seen.values():
+            assert pod["image"] == node_compactor_image and pod["node"] == node.name, pod
+            assert pod["owner"] == [job_pod["metadata"]["name"]], pod
         (job_status,) = job_pod["status"]["containerStatuses"]
         assert job_status["containerID"].startswith("containerd://"), job_status
         compaction = get_json(kubectl, "sapp", APP, "-n", namespace)["status"]["compaction"]
@@ -217,3 +248,45 @@ def _metric_after_restore(kubectl: KubectlFn, namespace: str) -> tuple[float] | 
         return (_restored_records(kubectl, namespace),)
     except OSError:
         return None
+
+
+class Executors:
+    """Watches the Spark executor Pods while a run goes on; deletes the first one once two run.
+
+    Spark labels executors ``spark-role=executor``; their owner is the driver Pod (the Job's),
+    so they go away with it. What each was (image, node, owner) is kept as seen."""
+
+    def __init__(self, kubectl: KubectlFn, namespace: str) -> None:
+        self.kubectl, self.namespace = kubectl, namespace
+        self.seen: dict[str, dict[str, Any]] = {}
+        self.deleted: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> Executors:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.3):
+            pods = try_get_json(self.kubectl, "pods", "-n", self.namespace, "-l", "spark-role=executor")
+            running = []
+            for pod in (pods or {}).get("items", []):
+                name = pod["metadata"]["name"]
+                self.seen[name] = {
+                    "image": pod["spec"]["containers"][0]["image"],
+                    "node": pod["spec"].get("nodeName"),
+                    "owner": [ref["name"] for ref in pod["metadata"].get("ownerReferences", [])],
+                }
+                if (
+                    pod["status"].get("phase") == "Running"
+                    and pod["metadata"].get("deletionTimestamp") is None
+                ):
+                    running.append(name)
+            if self.deleted is None and len(running) >= 2:
+                self.deleted = running[0]
+                self.kubectl("delete", "pod", self.deleted, "-n", self.namespace, "--wait=false")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from baton import __version__
-from baton.compactor import incremental
+from baton.compactor import incremental, retention
 from baton.compactor.audit import MAX_SEGMENT_BYTES, compare, config_findings, not_compared, show
 from baton.compactor.cronjob import DEFAULT_IMAGE, SNAPSHOT_MOUNT, compactor_identity, cronjob
 from baton.compactor.incremental import Candidate, Plan
@@ -26,6 +27,7 @@ from baton.worker.state.snapshot_fs import open_store
 from baton.worker.state.snapshot_uri import S3Settings
 from baton.worker.state.stores import MemoryStore
 from baton.worker.topology.dsl import Topology
+from tests.support.compaction import streamapp
 
 pytestmark = pytest.mark.unit
 
@@ -50,6 +52,18 @@ def test_latest_per_key_highest_offset_wins_and_tombstones_delete() -> None:
 def test_a_key_deleted_then_written_again_is_live() -> None:
     live, _ = latest_per_key([(0, b"k", b"1"), (1, b"k", None), (2, b"k", b"2")])
     assert live == {b"k": b"2"}
+
+
+def test_crashed_staging_and_old_reports_are_pruned() -> None:
+    now = datetime.fromisoformat("2026-11-28T12:00:00+00:00")
+    mine = retention.staging_name(now, "abc123")
+    assert mine == "20261128T120000Z-abc123"
+    names = [mine, "20261127T110000Z-aa", "20261127T130000Z-bb", "0123456789abcdef", "notes.txt"]
+    # older than a day, or an older release's bare uuid: a crashed run's; anything younger may be running
+    assert retention.stale_staging(names, now) == ["0123456789abcdef", "20261127T110000Z-aa", "notes.txt"]
+    reports = [f"report-202611{d:02d}T000000+0000.json" for d in range(1, 16)]
+    kept = set(reports) - set(retention.old_reports([*reports, "latest.json", "metrics.prom"], keep=10))
+    assert kept == set(reports[5:])
 
 
 def test_retention_keeps_the_newest_n() -> None:
@@ -119,19 +133,8 @@ def test_prometheus_text() -> None:
     assert "other" not in text
 
 
-def _app(**compaction: object) -> dict[str, object]:
-    return {
-        "apiVersion": "baton.dev/v1alpha1",
-        "kind": "StreamApp",
-        "metadata": {"name": "clicks", "namespace": "ns", "uid": "u-1"},
-        "spec": {
-            "image": "img:1",
-            "topology": "examples.click_counter:topology",
-            "applicationId": "cc",
-            "kafka": {"bootstrapServers": "k:9092"},
-            "compaction": compaction,
-        },
-    }
+def _app(**compaction: object) -> dict[str, Any]:
+    return streamapp(compaction)
 
 
 def test_cronjob_disabled_is_none_and_needs_a_store() -> None:
@@ -166,7 +169,7 @@ def test_cronjob_compacts_both_colors_forbids_overlap_and_suspends_during_a_flip
 
 def test_cronjob_with_a_volume_claim_and_rolling_upgrades() -> None:
     body = _app(enabled=True, snapshotVolumeClaim="snaps")
-    body["spec"]["upgrade"] = {"strategy": "Rolling"}  # type: ignore[index]
+    body["spec"]["upgrade"] = {"strategy": "Rolling"}
     job = cronjob(body)
     assert job is not None
     pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
@@ -176,11 +179,13 @@ def test_cronjob_with_a_volume_claim_and_rolling_upgrades() -> None:
     assert args.count("--application-id") == 1 and "cc-blue" in args
 
 
-def _manifest(folder: Path, end: int, records: int = 0) -> None:
+TOPIC_ID = "qwOcp9VkQU+5FImcZdUbPg"
+
+
+def _manifest(folder: Path, end: int, records: int = 0, topic_id: str | None = TOPIC_ID) -> None:
     folder.mkdir(parents=True)
-    (folder / snapshot.MANIFEST).write_text(
-        json.dumps({"topic": "t", "partition": 0, "end_offset": end, "records": records})
-    )
+    manifest = {"topic": "t", "partition": 0, "end_offset": end, "records": records, "topic_id": topic_id}
+    (folder / snapshot.MANIFEST).write_text(json.dumps(manifest))
 
 
 def test_snapshot_layout_and_choice(tmp_path: Path) -> None:
@@ -192,15 +197,49 @@ def test_snapshot_layout_and_choice(tmp_path: Path) -> None:
         _manifest(base / snapshot.snapshot_name(end), end)
     (base / snapshot.snapshot_name(400)).mkdir()  # unfinished: no manifest
     assert [s.end_offset for s in snapshot.snapshots(str(tmp_path), "app", "s", 0)] == [300, 200, 100]
-    newest = snapshot.newest(f"file://{tmp_path}", "app", "s", 0)
+    newest = snapshot.newest(f"file://{tmp_path}", "app", "s", 0, topic_id=TOPIC_ID)
     assert newest is not None and newest.end_offset == 300
-    # a changelog recreated since (shorter) or truncated (low moved) rules snapshots out
-    chosen = snapshot.newest(str(tmp_path), "app", "s", 0, high=250)
+    # a changelog truncated (low moved), or past its end, rules snapshots out
+    chosen = snapshot.newest(str(tmp_path), "app", "s", 0, topic_id=TOPIC_ID, high=250)
     assert chosen is not None and chosen.end_offset == 200
-    assert snapshot.newest(str(tmp_path), "app", "s", 0, low=301) is None
-    assert snapshot.newest(str(tmp_path), "app", "s", 1) is None
+    assert snapshot.newest(str(tmp_path), "app", "s", 0, topic_id=TOPIC_ID, low=301) is None
+    assert snapshot.newest(str(tmp_path), "app", "s", 1, topic_id=TOPIC_ID) is None
     with pytest.raises(ValueError, match="hdfs:// is written by the compactor only"):
-        snapshot.newest("hdfs://namenode/x", "app", "s", 0)
+        snapshot.newest("hdfs://namenode/x", "app", "s", 0, topic_id=TOPIC_ID)
+
+
+def test_a_snapshot_of_a_deleted_and_recreated_changelog_is_refused_with_the_reason(tmp_path: Path) -> None:
+    """Offsets cannot tell: the recreated changelog has grown past the old snapshot's end."""
+    base = Path(snapshot.partition_dir(str(tmp_path), "app", "s", 0))
+    _manifest(base / snapshot.snapshot_name(100), 100, topic_id="old-incarnation")
+    _manifest(base / snapshot.snapshot_name(50), 50, topic_id=TOPIC_ID)
+    _manifest(base / snapshot.snapshot_name(120), 120, topic_id=None)  # an older compactor's
+    found = snapshot.snapshots(str(tmp_path), "app", "s", 0)
+    chosen, refused = snapshot.choose(found, topic_id=TOPIC_ID, low=0, high=500)
+    assert chosen is not None and chosen.end_offset == 50
+    reasons = {s.end_offset: why for s, why in refused}
+    assert "another incarnation of the changelog (topic id old-incarnation" in reasons[100]
+    assert "deleted and recreated" in reasons[100]
+    assert "no topic id" in reasons[120]
+    # the topic id unknown (no Describe): nothing is used
+    unknown, refused = snapshot.choose(found, topic_id=None, low=0, high=500)
+    assert unknown is None and all("could not be read" in why for s, why in refused if s.topic_id)
+    # the compactor neither builds on them nor counts them: they can never be used again
+    candidates = [
+        Candidate(100, "/a/100", topic_id="old-incarnation"),
+        Candidate(50, "/a/50", topic_id=TOPIC_ID),
+    ]
+    plan = incremental.plan(candidates, topic_id=TOPIC_ID, low=0, high=500, delete_retention_ms=None, now=0)
+    assert set(plan.refused) == {"/a/100"} and "recreated" in plan.refused["/a/100"]
+    only_old = incremental.plan(
+        candidates[:1], topic_id=TOPIC_ID, low=0, high=500, delete_retention_ms=86_400_000, now=0
+    )
+    assert only_old.base is None and "no usable snapshot (/a/100: it was taken of another" in only_old.reason
+    # with the id unknown, nothing is declared unusable (nothing is deleted)
+    assert (
+        incremental.plan(candidates, topic_id=None, low=0, high=500, delete_retention_ms=None, now=0).refused
+        == {}
+    )
 
 
 def test_an_empty_snapshot_sets_the_checkpoint(tmp_path: Path) -> None:
@@ -333,7 +372,7 @@ def test_a_snapshot_past_the_tombstone_horizon_is_not_restored_from(tmp_path: Pa
 
 
 def _candidate(end: int, created: str = "2026-11-25T00:00:00+00:00", checked: str | None = None) -> Candidate:
-    return Candidate(end, f"/s/snapshot-{end}", created, checked)
+    return Candidate(end, f"/s/snapshot-{end}", created, checked, TOPIC_ID)
 
 
 def test_an_incremental_run_builds_on_the_newest_snapshot_inside_the_changelog_and_the_horizon() -> None:
@@ -341,27 +380,38 @@ def test_an_incremental_run_builds_on_the_newest_snapshot_inside_the_changelog_a
     day = 86_400_000
 
     def fresh(candidates: list[Candidate]) -> Plan:
-        return incremental.plan(candidates, low=5, high=90, delete_retention_ms=day, now=made + 3600)
+        return incremental.plan(
+            candidates, topic_id=TOPIC_ID, low=5, high=90, delete_retention_ms=day, now=made + 3600
+        )
 
     assert fresh([]) == Plan(5, None, "no snapshot yet")
     chosen = fresh([_candidate(40), _candidate(70), _candidate(20)])
     assert (chosen.read_from, chosen.base, chosen.reason) == (70, _candidate(70), "incremental")
-    # unchanged since the newest snapshot: nothing to read from Kafka, the base is the content
-    assert fresh([_candidate(90)]).read_from == 90
+    # unchanged since the newest snapshot: neither read nor written, the base is the content
+    same = fresh([_candidate(90)])
+    assert (same.read_from, same.reason, same.unchanged) == (90, "unchanged", True)
+    assert not chosen.unchanged
     # a snapshot past the end (the changelog was recreated) or below its start is not a base
     assert fresh([_candidate(95)]).base is None
     low = fresh([_candidate(3)])
-    assert (low.read_from, low.base, low.reason) == (5, None, "no snapshot within the changelog's offsets")
+    assert (low.read_from, low.base) == (5, None) and "below the changelog's first offset 5" in low.reason
     assert fresh([_candidate(95), _candidate(40)]).read_from == 40
 
     # tombstones after the base may be gone: read the whole changelog rather than resurrect keys
-    old = incremental.plan([_candidate(70)], low=5, high=90, delete_retention_ms=day, now=made + 86_400)
+    old = incremental.plan(
+        [_candidate(70)], topic_id=TOPIC_ID, low=5, high=90, delete_retention_ms=day, now=made + 86_400
+    )
     assert (old.read_from, old.base) == (5, None) and "tombstone horizon" in old.reason
-    assert incremental.plan([_candidate(70)], low=5, high=90, delete_retention_ms=None, now=made).base is None
+    unknown = incremental.plan(
+        [_candidate(70)], topic_id=TOPIC_ID, low=5, high=90, delete_retention_ms=None, now=made
+    )
+    assert unknown.base is None
     # a later run that found the same end vouches for it
     vouched = _candidate(70, checked="2026-11-26T00:00:00+00:00")
     assert (
-        incremental.plan([vouched], low=5, high=90, delete_retention_ms=day, now=made + 86_400).base
+        incremental.plan(
+            [vouched], topic_id=TOPIC_ID, low=5, high=90, delete_retention_ms=day, now=made + 86_400
+        ).base
         == vouched
     )
 
@@ -495,7 +545,7 @@ def test_the_job_runs_where_the_workers_may_run() -> None:
     """A tainted node pool for stream apps: the Job tolerates what the workers tolerate."""
     app = _app(enabled=True, snapshotStore="/x")
     toleration = {"key": "dedicated", "operator": "Equal", "value": "streams", "effect": "NoSchedule"}
-    app["spec"]["podTemplate"] = {  # type: ignore[index]
+    app["spec"]["podTemplate"] = {
         "nodeSelector": {"pool": "streams"},
         "tolerations": [toleration],
         "imagePullSecrets": [{"name": "registry"}],
@@ -522,3 +572,20 @@ def test_the_job_runs_as_the_images_user_with_its_group_on_the_volumes() -> None
     assert job is not None
     context = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["securityContext"]
     assert context["runAsUser"] == context["fsGroup"] == RUN_AS_USER and context["runAsNonRoot"] is True
+
+
+def test_a_recomputation_needs_the_input_from_its_start() -> None:
+    """Retention that removed the input's start makes a recomputation differ for that reason
+    alone: the audit says it could not compare instead of reporting divergence."""
+    from baton.compactor.recompute import Plan as RecomputePlan
+    from baton.compactor.recompute import order_columns, retention_gaps
+
+    plan = RecomputePlan(0, ["clicks"], ["counts"])
+    positions = {("clicks", 0): 500, ("clicks", 1): 0, ("other", 0): 9}
+    assert retention_gaps(plan, {("clicks", 0): 0, ("clicks", 1): 0}, positions) == ""
+    # a partition the app never read past is no gap; another topic is not this plan's
+    assert retention_gaps(plan, {("clicks", 1): 40, ("other", 0): 3}, positions) == ""
+    gap = retention_gaps(plan, {("clicks", 0): 120}, positions)
+    assert "clicks-0 below offset 120" in gap and "cannot be recomputed from the start" in gap
+    assert order_columns(plan) == ["offset"]
+    assert order_columns(RecomputePlan(0, ["a", "b"], ["s"])) == ["ts", "topic", "offset"]

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from kubeflow_spark_api.models import SparkV1beta2ScheduledSparkApplication
 
-from baton.compactor.sparkapp import MAIN_FILE, S3A_CLASSPATH
+from baton.compactor.sparkapp import MAIN_FILE
 from baton.operator.builders import desired_objects
 from tests.support.samples import app
 
@@ -68,12 +68,10 @@ def test_the_spark_operator_runs_what_the_cronjob_runs() -> None:
         assert template[role]["env"] == cron_env
         names = [m["name"] for m in template[role]["volumeMounts"]]
         assert "kafka-secret" in names or any("kafka" in n for n in names), names
-    # Spark's resources are the SparkApplication's own fields; the S3A jars on both class paths
+    # Spark's resources are the SparkApplication's own fields; the jars are the image's (no class path)
     assert (template["driver"]["memory"], template["executor"]["memory"]) == ("1g", "2g")
     assert (template["executor"]["cores"], template["executor"]["instances"]) == (2, 3)
     assert template["sparkConf"] == {
-        "spark.driver.extraClassPath": S3A_CLASSPATH,
-        "spark.executor.extraClassPath": S3A_CLASSPATH,
         "spark.cores.max": "6",
         "spark.sql.shuffle.partitions": "12",
     }

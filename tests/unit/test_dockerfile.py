@@ -93,7 +93,8 @@ def test_targets_run_baton_as_the_pods_uid() -> None:
         "FROM image-base"
     )
     assert 'ENTRYPOINT ["baton"]' in runtime
-    assert 'ENTRYPOINT ["baton", "compact"]' in " ".join(stages["compactor"])
+    # `baton compact`, or the Pods Spark's Kubernetes scheduler starts from the image
+    assert 'ENTRYPOINT ["python", "-m", "baton.compactor.entrypoint"]' in " ".join(stages["compactor"])
     assert stages["default"] == ["FROM runtime"], "a plain `docker build` gives the worker/operator image"
 
 
@@ -104,7 +105,7 @@ def test_compactor_has_java_pyspark_and_the_kafka_connector() -> None:
     assert "openjdk-17-jre-headless" in compactor
     assert "COPY --from=compactor-deps /opt/baton /opt/baton" in compactor
     assert "COPY --from=build /staging/opt/baton /opt/baton" in compactor
-    assert "BATON_SPARK_JARS=" in compactor
+    assert "BATON_SPARK_JARS" not in compactor, "jars go on the class path by the image, not spark.jars"
     pinned = re.search(r'"pyspark==([\d.]+)"', (REPO / "pyproject.toml").read_text())
     locked = imagelock.pins(imagelock.COMPACTOR_LOCK.read_text())
     assert pinned and locked["pyspark"] == pinned.group(1), "same pyspark as the [compactor] extra"
@@ -117,7 +118,7 @@ def test_compactor_carries_s3a_for_the_hadoop_of_its_pyspark() -> None:
     from batondev.spark import hadoop_version
 
     from baton.compactor.s3a import CLASSPATH_ENV
-    from baton.compactor.sparkapp import MAIN_FILE, S3A_CLASSPATH
+    from baton.compactor.sparkapp import MAIN_FILE
 
     stages = _stages()
     assert f"<artifactId>hadoop-aws</artifactId><version>{hadoop_version()}</version>" in " ".join(
@@ -125,8 +126,13 @@ def test_compactor_carries_s3a_for_the_hadoop_of_its_pyspark() -> None:
     )
     compactor = " ".join(stages["compactor"])
     assert "COPY --from=s3a-jars /jars/out/ /opt/baton/s3a-jars/" in compactor
-    assert f"{CLASSPATH_ENV}=/opt/baton/s3a-jars/*" in compactor
-    assert f"{CLASSPATH_ENV}={S3A_CLASSPATH}" in compactor, "the SparkApplication's class path"
+    # both jar folders on every class path Spark builds from the image's SPARK_CONF_DIR
+    # the connector's, then Spark's own, then S3A's (whose AWS bundle carries an older netty)
+    assert 'classpath="/opt/baton/spark-jars/*:${spark_home}/jars/*:/opt/baton/s3a-jars/*"' in compactor
+    assert "spark.driver.extraClassPath %s" in compactor and "spark.executor.extraClassPath %s" in compactor
+    assert "> /opt/baton/spark-conf/spark-defaults.conf" in compactor
+    assert "SPARK_CONF_DIR=/opt/baton/spark-conf" in compactor
+    assert CLASSPATH_ENV not in compactor, "spark-defaults.conf, not a variable that --conf could replace"
     entry = MAIN_FILE.removeprefix("local://")
     assert entry in " ".join(stages["build"]), "the SparkApplication's entry point"
 

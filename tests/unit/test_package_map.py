@@ -47,6 +47,7 @@ PURE = (
     "baton.operator.drift",
     "baton.operator.constants",
     "baton.compactor.cronjob",
+    "baton.compactor.kubernetes",
     "baton.compactor.sparkapp",
     "baton.compactor.retention",
     "baton.worker.state.snapshot_uri",

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from baton.control.messages import Color
-from baton.images import pod_security_context
+from baton.images import container_security_context, pod_security_context
 from baton.operator.builders.common import (
     color_name,
     metadata,
@@ -50,16 +50,6 @@ def spec_hash(spec: StreamAppSpec) -> str:
     exclude = set(NOT_DEPLOYED) | {f for f, default in HASHED_WHEN_SET.items() if getattr(spec, f) == default}
     raw = json.dumps(spec.model_dump(mode="json", by_alias=True, exclude=exclude), sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
-
-
-def container_security_context() -> dict[str, Any]:
-    return {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
 
 
 def placement_affinity(app: StreamApp, color: Color) -> dict[str, Any] | None:
