@@ -1,4 +1,4 @@
-"""The short variants of ``bench/throughput.py`` and ``bench/profile.py``.
+"""The short variants of ``bench/throughput.py`` and ``bench/cpu_profile.py``.
 
 Throughput: the plain-Python ceiling and both of Baton's guarantees on the same small input,
 each checked for exact final counts per user (the bench exits non-zero otherwise). Profile:
@@ -87,7 +87,7 @@ def test_throughput_bench_counts_exactly_against_the_ceiling(kafka_bootstrap: st
 def test_profile_bench_charges_every_sample_to_a_stage(kafka_bootstrap: str, tmp_path: Path) -> None:
     out = tmp_path / "profile.json"
     _run(
-        "profile.py",
+        "cpu_profile.py",
         "--bootstrap",
         kafka_bootstrap,
         "--events",

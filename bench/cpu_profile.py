@@ -1,7 +1,7 @@
 """Where a worker's time goes on the per-record path: py-spy samples of the click counter, by stage.
 
-    python bench/profile.py --bootstrap 127.0.0.1:9092 [--events 1000000]
-                            [--guarantee at_least_once] [--json bench/profile.json]
+    python bench/cpu_profile.py --bootstrap 127.0.0.1:9092 [--events 1000000]
+                                [--guarantee at_least_once] [--json bench/cpu_profile.json]
 
 The worker runs exactly as in ``bench/throughput.py`` (the same input, one process); py-spy
 (installed on first use under ``~/.cache/baton/py-spy-<version>``) samples it from its first
@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--users", type=int, default=10_000)
     parser.add_argument("--guarantee", default="at_least_once")
-    parser.add_argument("--json", type=Path, default=Path("bench/profile.json"))
+    parser.add_argument("--json", type=Path, default=Path("bench/cpu_profile.json"))
     args = parser.parse_args()
     py_spy = _py_spy()
     source = f"profile-clicks-{uuid.uuid4().hex[:6]}"
