@@ -109,16 +109,13 @@ def test_the_operator_runs_compaction_as_a_scheduled_spark_application(
 
 
 def test_sparkmaster_does_not_go_with_the_spark_operator(kubectl: KubectlFn, namespace: str) -> None:
+    """Nor with Spark's Kubernetes scheduler: both run Spark on the cluster's own API server."""
     install_crds(kubectl)
-    body = example_manifest(
-        namespace,
-        compaction={
-            "enabled": True,
-            "snapshotStore": "/x",
-            "runner": "SparkOperator",
-            "sparkMaster": "local[2]",
-        },
-    )
-    out = kubectl("apply", "-f", "-", input=json.dumps(body), check=False)
-    assert out.returncode != 0
-    assert "sparkMaster does not apply to runner SparkOperator" in out.stderr, out.stderr
+    for runner in ("SparkOperator", "Kubernetes"):
+        body = example_manifest(
+            namespace,
+            compaction={"enabled": True, "snapshotStore": "/x", "runner": runner, "sparkMaster": "local[2]"},
+        )
+        out = kubectl("apply", "-f", "-", input=json.dumps(body), check=False)
+        assert out.returncode != 0
+        assert "spec.compaction.sparkMaster applies to runner CronJob only" in out.stderr, out.stderr
