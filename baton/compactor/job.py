@@ -282,7 +282,7 @@ def _snapshots(
         for partition, (low, high) in sorted(ranges[c.topic].items()):
             base = partition_dir(store.root, c.application_id, c.store, partition)
             plan = plans[(c.topic, partition)]
-            existing = {s.end_offset for s in found[(c.topic, partition)] if s.path not in plan.refused}
+            existing = _kept_ends(found[(c.topic, partition)], plan)
             path = f"{base}/{snapshot_name(high)}"
             result = PartitionResult(
                 c.application_id,
@@ -345,7 +345,7 @@ def _snapshots(
             )
         base = partition_dir(store.root, r.application_id, r.store, r.partition)
         plan = plans[(r.topic, r.partition)]
-        ends = {s.end_offset for s in found[(r.topic, r.partition)] if s.path not in plan.refused}
+        ends = _kept_ends(found[(r.topic, r.partition)], plan)
         r.deleted = retention.to_delete(ends | {r.end_offset}, config.keep)
         for end in r.deleted:
             store.delete(f"{base}/{snapshot_name(end)}")
@@ -366,6 +366,11 @@ def _input_lows(
         for topic, n in counts.items()
         for partition, (low, _high) in view.offsets(topic, n).items()
     }
+
+
+def _kept_ends(found: list[Candidate], plan: Plan) -> set[int]:
+    """End offsets of a partition's complete snapshots that stay: all but those the plan refused for good."""
+    return {s.end_offset for s in found if s.path not in plan.refused}
 
 
 def _recompute_audit(

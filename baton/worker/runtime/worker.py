@@ -603,10 +603,7 @@ class Worker:
             self._settle(wait=True)  # the pipelined one before, though nothing came after it
         tasks = self.task_manager.running()
         if not any(t.processed_since_commit for t in tasks) and not self.output.changelog_offsets:
-            if self.purge.enabled:  # a purge lost or failed earlier does not wait for new input
-                self.purge.after_commit(
-                    (t, task.partition, o) for task in tasks for t, o in task.committed.items()
-                )
+            self._offer_purge(tasks)  # a purge lost or failed earlier does not wait for new input
             return
         started = time.monotonic()
         drains = self._drains_due(tasks)
@@ -620,16 +617,20 @@ class Worker:
             self.metrics.commit_failures.inc()
             self.task_manager.rewind(tasks)
         else:
-            if self.purge.enabled:
-                self.purge.after_commit(
-                    (t, task.partition, o) for task in tasks for t, o in task.committed.items()
-                )
+            self._offer_purge(tasks)
             if drains:
                 assert self.bluegreen is not None
                 if not self.eos:
                     self.bluegreen.write_now(drains)
                 self.bluegreen.drains_committed(drains)
         self._update_lag()
+
+    def _offer_purge(self, tasks: list[Task]) -> None:
+        """The tasks' committed offsets to the repartition purge (it sends what moved or failed)."""
+        if self.purge.enabled:
+            self.purge.after_commit(
+                (t, task.partition, o) for task in tasks for t, o in task.committed.items()
+            )
 
     def _settle(self, wait: bool = False) -> None:
         """Finish a pipelined commit that is done (or wait for it), and redo work if one failed."""
