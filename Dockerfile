@@ -50,11 +50,13 @@ FROM deps AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY baton/ baton/
-# /opt/baton/compact.py: the job as a spark-submit script (runner SparkOperator's mainApplicationFile)
+# /opt/baton/compact.py: the job as a spark-submit script (runner SparkOperator's mainApplicationFile).
+# A file of its own, not a link to baton/compactor/cli.py: Python puts a script's real folder first
+# on sys.path, where baton/compactor/kubernetes.py would stand in for the kubernetes client.
 RUN /opt/baton/bin/pip install --no-deps --no-build-isolation --root /staging . \
  && site="$(/opt/baton/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
  && test -f "/staging$site/baton/compactor/cli.py" \
- && ln -s "$site/baton/compactor/cli.py" /staging/opt/baton/compact.py
+ && printf 'from baton.compactor.cli import compact\n\ncompact()\n' > /staging/opt/baton/compact.py
 
 # ---------------------------------------------------------------- image-base: what both targets share
 FROM ${PYTHON_IMAGE} AS image-base
@@ -143,6 +145,7 @@ COPY --chown=root:root examples/ /app/examples/
 WORKDIR /tmp
 ENV JAVA_HOME=/opt/java \
     SPARK_CONF_DIR=/opt/baton/spark-conf \
+    BATON_SPARK_CONF_DIR=/opt/baton/spark-conf \
     SPARK_LOCAL_DIRS=/tmp
 USER 10001:10001
 # `baton compact ARGS`, or the executor (and cluster-mode driver) Pods Spark's Kubernetes

@@ -261,6 +261,17 @@ def node_runtime_image(node: Node, runtime_image: str) -> str:
 
 
 @pytest.fixture(scope="session")
+def node_spark_operator_image(node: Node, compactor_image: str) -> str:
+    """The Spark Operator's controller image (the compactor image and its binary), on the node."""
+    from batondev import node as node_mod
+    from batondev import spark_operator
+
+    image = spark_operator.image(compactor_image)
+    node_mod.load_image(image)
+    return image
+
+
+@pytest.fixture(scope="session")
 def node_compactor_image(node: Node, compactor_image: str) -> str:
     """The compactor image, imported into the node's containerd."""
     from batondev import node as node_mod

@@ -155,6 +155,27 @@ def driver_service_account(compaction: dict[str, Any]) -> str:
     return str((compaction.get("sparkOperator") or {}).get("driverServiceAccount", "spark-operator-spark"))
 
 
+def spark_account(compaction: dict[str, Any]) -> tuple[str, str] | None:
+    """The ServiceAccount a cluster runner's driver runs as, which someone else provides, and
+    what to do when it is missing; None under runner CronJob (the operator makes its account)."""
+    if not compaction.get("enabled", False):
+        return None
+    if runner(compaction) == "Kubernetes":
+        return (
+            service_account(compaction),
+            "give the Spark driver a ServiceAccount that may create Pods "
+            "(kubectl apply -n <namespace> -f examples/spark-service-account.yaml) "
+            "or set spec.compaction.kubernetes.serviceAccount",
+        )
+    if runner(compaction) == "SparkOperator":
+        return (
+            driver_service_account(compaction),
+            "install the Spark Operator with this namespace in its spark.jobNamespaces "
+            "or set spec.compaction.sparkOperator.driverServiceAccount",
+        )
+    return None
+
+
 def compactor_name(body: dict[str, Any]) -> str:
     """The name of the CronJob and of the Job's ServiceAccount, Role and RoleBinding."""
     return f"{body['metadata']['name']}-compactor"

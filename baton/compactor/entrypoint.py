@@ -12,7 +12,10 @@ but pyspark's (``SPARK_HOME`` is the pyspark package), so this module does the s
   ``SPARK_CLASSPATH``, which is where the image puts the Kafka connector and S3A jars,
   then pyspark's jars) and the Java options Spark passes as ``SPARK_JAVA_OPT_<n>``;
 * ``driver``: ``spark-submit`` in client mode inside the driver Pod (the Spark Operator's
-  cluster mode);
+  cluster mode). Spark points ``SPARK_CONF_DIR`` of that Pod at the properties the submitter
+  sent, so the image's own ``spark-defaults.conf`` (``BATON_SPARK_CONF_DIR``) is not read
+  there: its class paths are passed on when the submitted properties have none (a Spark
+  Operator whose image is not this one submits without them);
 * anything else: ``baton compact`` with those arguments (``--help`` by default).
 """
 
@@ -25,6 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 BACKEND = "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend"
+IMAGE_CONF_VAR = "BATON_SPARK_CONF_DIR"
+CLASS_PATHS = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
 _JAVA_OPT = re.compile(r"^SPARK_JAVA_OPT_(\d+)$")
 
 
@@ -65,19 +70,51 @@ def executor_command(env: Mapping[str, str], home: Path, java: str) -> list[str]
     return command
 
 
-def driver_command(args: list[str], env: Mapping[str, str], home: Path) -> list[str]:
-    """``spark-submit`` in client mode inside a cluster-mode driver Pod (pure)."""
+def driver_command(
+    args: list[str],
+    env: Mapping[str, str],
+    home: Path,
+    image_defaults: Mapping[str, str] | None = None,
+    submitted: Mapping[str, str] | None = None,
+) -> list[str]:
+    """``spark-submit`` in client mode inside a cluster-mode driver Pod (pure).
+
+    ``image_defaults``: the image's spark-defaults.conf; ``submitted``: the properties file
+    the submitter sent. The image's class paths go on unless the submitted ones say otherwise."""
     bind = env.get("SPARK_DRIVER_BIND_ADDRESS", "0.0.0.0")
+    class_paths = [
+        option
+        for key in CLASS_PATHS
+        if key in (image_defaults or {}) and key not in (submitted or {})
+        for option in ("--conf", f"{key}={(image_defaults or {})[key]}")
+    ]
     return [
         str(home / "bin" / "spark-submit"),
         "--conf",
         f"spark.driver.bindAddress={bind}",
         "--conf",
         f"spark.executorEnv.SPARK_DRIVER_POD_IP={bind}",
+        *class_paths,
         "--deploy-mode",
         "client",
         *args,
     ]
+
+
+def _properties(path: Path | None) -> dict[str, str]:
+    """A Java properties file (spark-defaults.conf's format too); empty if it is not there."""
+    import javaproperties
+
+    if path is None or not path.is_file():
+        return {}
+    with path.open(encoding="utf-8") as f:
+        return dict(javaproperties.load(f))
+
+
+def _properties_file(args: list[str]) -> Path | None:
+    if "--properties-file" in args[:-1]:
+        return Path(args[args.index("--properties-file") + 1])
+    return None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -87,7 +124,10 @@ def main(argv: list[str] | None = None) -> None:
         java = str(Path(os.environ["JAVA_HOME"]) / "bin" / "java") if os.environ.get("JAVA_HOME") else "java"
         command = executor_command(os.environ, spark_home(), java)
     elif role == "driver":
-        command = driver_command(args[1:], os.environ, spark_home())
+        conf_dir = os.environ.get(IMAGE_CONF_VAR)
+        defaults = _properties(Path(conf_dir) / "spark-defaults.conf" if conf_dir else None)
+        submitted = _properties(_properties_file(args[1:]))
+        command = driver_command(args[1:], os.environ, spark_home(), defaults, submitted)
     else:
         command = [str(Path(sys.executable).with_name("baton")), "compact", *(args or ["--help"])]
     sys.stdout.flush()

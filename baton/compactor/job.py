@@ -45,6 +45,7 @@ FORMAT = 2  # 2: the manifest names the changelog's topic id
 log = logging.getLogger(__name__)
 
 REPORT_DIR = "_audit"
+RECOMPUTE_DIR = "_recompute"  # the recomputation audit's baselines, per sub-topology
 STAGING_DIR = "_staging"
 
 
@@ -155,6 +156,8 @@ def run(spark: Any, config: JobConfig) -> dict[str, Any]:
             stable=stable,
             live=live,
             findings=findings,
+            store=store,
+            view=view,
         )
     if live is not None:
         audits["colors"] = _color_audit(
@@ -383,6 +386,8 @@ def _recompute_audit(
     stable: dict[str, bool],
     live: Any,
     findings: list[Finding],
+    store: HadoopStore,
+    view: KafkaView,
 ) -> dict[str, Any]:
     from baton.worker.topology.loader import load
 
@@ -411,19 +416,45 @@ def _recompute_audit(
         app_topics = {c.topic for c in changelogs if c.application_id == app}
         results = {}
         for plan in plans:
-            gap = recompute.retention_gaps(plan, lows, positions)
-            if gap:  # not a divergence: the input that would show one way or the other is gone
-                out["skipped"].append(f"{app}: {gap}")
-                continue
-            ranges = {t: {p: (0, o) for (tt, p), o in positions.items() if tt == t} for t in plan.topics}
-            inputs = frames.read_kafka(spark, config.bootstrap, ranges, spark_options(config))
             topics = [f"{app}-{s}-changelog" for s in plan.stores if f"{app}-{s}-changelog" in app_topics]
-            if inputs is None or not topics:
+            if not topics:
                 continue
-            expected = recompute.recompute(spark, inputs, config.topology, app, plan)
+            folder = f"{store.root}/{app}/{RECOMPUTE_DIR}/{plan.subtopology}"
+            baseline = _baseline(store, folder)
+            ids = view.input_topic_ids(sorted({t for t, _p in positions if t in plan.topics}))
+            replay = recompute.replay_ranges(plan, positions, lows, ids, baseline)
+            if replay.why_not_baseline:
+                log.info(
+                    "recomputing from the input's start",
+                    extra={"app": app, "reason": replay.why_not_baseline},
+                )
+            if replay.gap:  # not a divergence: the input that would show one way or the other is gone
+                out["skipped"].append(f"{app}: {replay.gap}")
+                continue
+            inputs = frames.read_kafka(spark, config.bootstrap, replay.ranges, spark_options(config))
+            seeds = (
+                spark.read.schema(BASELINE_SCHEMA).parquet(f"{folder}/{replay.baseline.state}")
+                if replay.baseline is not None
+                else None
+            )
+            if inputs is None and seeds is None:
+                continue
+            expected = _keep_baseline(
+                spark,
+                store,
+                folder,
+                recompute.recompute(
+                    spark, inputs, seeds, target=config.topology, application_id=app, plan=plan
+                ),
+                recompute.Baseline("", {k: o for k, o in positions.items() if k[0] in plan.topics}, ids),
+            )
             actual = live.where(live.topic.isin(topics))
             counts, samples = frames.diff(expected, actual)
-            results[str(plan.subtopology)] = counts
+            results[str(plan.subtopology)] = {
+                **counts,
+                "replayed_from": "last audit" if replay.baseline is not None else "start",
+                "input_offsets": replay.offsets,
+            }
             if counts["compared"] and counts["missing"] + counts["unexpected"] + counts["different"]:
                 findings.append(
                     _divergence(
@@ -437,6 +468,41 @@ def _recompute_audit(
                 )
         out["apps"][app] = {"compared": True, "subtopologies": results}
     return out
+
+
+BASELINE_SCHEMA = "topic string, partition int, key binary, value binary"
+
+
+def _baseline(store: HadoopStore, folder: str) -> recompute.Baseline | None:
+    """The last audit's recomputation of a sub-topology, when it is there whole."""
+    if not store.exists(f"{folder}/{MANIFEST}"):
+        return None
+    baseline = recompute.Baseline.from_json(store.read_json(f"{folder}/{MANIFEST}"))
+    if baseline is None or not store.exists(f"{folder}/{baseline.state}"):
+        return None
+    return baseline
+
+
+def _keep_baseline(
+    spark: Any, store: HadoopStore, folder: str, rows: Any, baseline: recompute.Baseline
+) -> Any:
+    """Write a recomputation as the next run's baseline; its store rows, read back.
+
+    The rows are written to a new folder first and the manifest naming it is written after
+    (one object, replaced whole), so a run that dies half-way leaves the previous baseline
+    in force; older folders go once the new manifest stands. Reading the written rows back
+    computes the recomputation once, not once for the baseline and once for the diff."""
+    state = f"state-{uuid.uuid4().hex[:12]}"
+    rows.write.parquet(f"{folder}/{state}")
+    store.write_text(
+        f"{folder}/{MANIFEST}",
+        json.dumps(recompute.Baseline(state, baseline.positions, baseline.topic_ids).to_json()),
+    )
+    for name in store.children(folder):
+        if name not in {MANIFEST, state}:
+            store.delete(f"{folder}/{name}")
+    written = spark.read.schema(BASELINE_SCHEMA).parquet(f"{folder}/{state}")
+    return written.where(written.topic != recompute.STREAM_TIME)
 
 
 def _color_audit(

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # t
 
 from baton import group_offsets
 from baton.clients.settings import COMPACTOR_CLIENTS, KafkaSettings
-from baton.clients.topic_ids import topic_ids
+from baton.clients.topic_ids import existing_topic_ids, topic_ids
 
 CHANGELOG_SUFFIX = "-changelog"
 
@@ -80,6 +80,10 @@ class KafkaView:
     def topic_ids(self, topics: list[str]) -> dict[str, str]:
         """Each changelog's topic id, written into its snapshots' manifests."""
         return topic_ids(self.admin, topics, timeout=30)
+
+    def input_topic_ids(self, topics: list[str]) -> dict[str, str]:
+        """Input topics' ids, for the recomputation audit; a topic that does not exist has none."""
+        return existing_topic_ids(self.admin, topics, timeout=30)
 
     def configs(self, topic: str) -> dict[str, str]:
         resource = ConfigResource(ResourceType.TOPIC, topic)

@@ -57,20 +57,36 @@ def spark_settings(image: str, pull_policy: str, spark: dict[str, Any]) -> dict[
     return out
 
 
+def local_dir(
+    volumes: list[dict[str, Any]], mounts: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The writable ``/tmp`` volume renamed ``spark-local-dir-1`` (pure).
+
+    Spark takes a template's volumes of that name as a Pod's local storage, instead of adding
+    an emptyDir of its own at the same path (the image's ``SPARK_LOCAL_DIRS``), which the API
+    server refuses."""
+    return (
+        [{**v, "name": LOCAL_DIR} if v["name"] == "tmp" else v for v in volumes],
+        [{**m, "name": LOCAL_DIR} if m["name"] == "tmp" else m for m in mounts],
+    )
+
+
 def executor_template(
     labels: dict[str, str],
     placement: dict[str, Any],
     volumes: list[dict[str, Any]],
     mounts: list[dict[str, Any]],
+    *,
+    container: str = EXECUTOR_CONTAINER,
 ) -> dict[str, Any]:
     """The executors' pod template: where and as whom they run, and what they mount (pure).
 
-    The writable ``/tmp`` volume is named ``spark-local-dir-1``: Spark takes a template's
-    volumes of that name as the executors' local storage, instead of adding an emptyDir of
-    its own at the same path (the image's ``SPARK_LOCAL_DIRS``), which the API server refuses.
+    ``container`` is the name Spark is told to look for (``podTemplateContainerName``): this
+    runner sets it, the Spark Operator sets its own.
+
+    The writable ``/tmp`` is Spark's local directory (:func:`local_dir`).
     """
-    volumes = [{**v, "name": LOCAL_DIR} if v["name"] == "tmp" else v for v in volumes]
-    mounts = [{**m, "name": LOCAL_DIR} if m["name"] == "tmp" else m for m in mounts]
+    volumes, mounts = local_dir(volumes, mounts)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -80,7 +96,7 @@ def executor_template(
             "automountServiceAccountToken": False,  # executors never call the API server
             "containers": [
                 {
-                    "name": EXECUTOR_CONTAINER,
+                    "name": container,
                     "env": [{"name": "HOME", "value": "/tmp"}],
                     "securityContext": container_security_context(),
                     "volumeMounts": mounts,

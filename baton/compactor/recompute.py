@@ -8,10 +8,17 @@ that does not follow from the input shows up.
 
 The input reaches the Python workers as a stream, sorted by Spark (input partition, then
 the order the worker reads it in), and each input partition is replayed as its rows go
-by: a Python worker holds the stores it rebuilds, never an input partition. A
-recomputation needs the input from its first offset; when the topic's retention has
-removed the start (its low watermark is above 0), :func:`retention_gaps` says so and the
-audit reports that sub-topology as not compared rather than as divergent.
+by: a Python worker holds the stores it rebuilds, never an input partition.
+
+Incremental: a run keeps what it recomputed (the stores and each task's stream time, as
+rows of the same frame) with the input positions it reflects, a *baseline* under
+``<store>/<app>/_recompute/<sub-topology>/``. The next run seeds the tasks from the
+baseline and replays only the input after it (:func:`replay_ranges`), so an audit costs
+what the input grew by. A baseline is not used when an input topic was recreated (its
+topic id differs) or the app's position went back (a reset). Without a usable baseline the
+input is needed from its first offset; when the topic's retention has removed records the
+replay would need, :func:`replay_ranges` says so and the audit reports that sub-topology as
+not compared rather than as divergent.
 
 Supported: sub-topologies whose sources are external topics (count, reduce, aggregate
 after ``group_by_key``, windowed or not) without table joins. A repartition step or a
@@ -51,26 +58,102 @@ def plans(topology: BuiltTopology) -> tuple[list[Plan], list[str]]:
     return out, skipped
 
 
-def retention_gaps(
-    plan: Plan, lows: Mapping[tuple[str, int], int], positions: Mapping[tuple[str, int], int]
-) -> str:
-    """Why the plan's input cannot be replayed from its start (empty: it can). Pure.
+@dataclass(frozen=True)
+class Baseline:
+    """What an earlier run recomputed: where it is (``state``) and the input it reflects."""
 
-    ``lows`` are the input partitions' first offsets now, ``positions`` what the app has
-    committed. A partition whose records below its low watermark were removed (retention,
-    ``deleteRecords``) while the app had read past them cannot be recomputed from scratch.
+    state: str  # the folder of its rows, under the sub-topology's folder
+    positions: dict[tuple[str, int], int]
+    topic_ids: dict[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": BASELINE_FORMAT,
+            "state": self.state,
+            "positions": [[t, p, o] for (t, p), o in sorted(self.positions.items())],
+            "topic_ids": self.topic_ids,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Baseline | None:
+        if data.get("format") != BASELINE_FORMAT:
+            return None
+        return cls(
+            str(data["state"]),
+            {(str(t), int(p)): int(o) for t, p, o in data.get("positions", [])},
+            {str(k): str(v) for k, v in (data.get("topic_ids") or {}).items()},
+        )
+
+
+BASELINE_FORMAT = 1
+STREAM_TIME = ""  # the topic column of a row that carries a task's stream time (value: its digits)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What a run replays for one plan: per input topic, partition -> [start, end) offsets."""
+
+    ranges: dict[str, dict[int, tuple[int, int]]]
+    baseline: Baseline | None  # seeded from it; None: from the input's start
+    why_not_baseline: str  # empty when a baseline is used or there is none
+    gap: str  # empty unless retention removed records the replay needs
+
+    @property
+    def offsets(self) -> int:
+        return sum(end - start for parts in self.ranges.values() for start, end in parts.values())
+
+
+def replay_ranges(
+    plan: Plan,
+    positions: Mapping[tuple[str, int], int],
+    lows: Mapping[tuple[str, int], int],
+    topic_ids: Mapping[str, str],
+    baseline: Baseline | None,
+) -> Replay:
+    """The input a recomputation must replay, from a baseline when one is usable (pure).
+
+    ``positions`` are what the app has committed (the recomputation's end), ``lows`` the
+    input partitions' first offsets now, ``topic_ids`` the ids of the input topics that exist.
     """
+    mine = {k: o for k, o in positions.items() if k[0] in plan.topics}
+    read = sorted(
+        {t for t, _p in mine}
+    )  # the plan's topics the app has read (topology settings may name others)
+    missing = [t for t in read if t not in topic_ids]
+    if missing:
+        gap = f"sub-topology {plan.subtopology}: the input topic is gone ({', '.join(missing)}), so the stores cannot be recomputed"
+        return Replay({}, None, "", gap)
+    why = ""
+    if baseline is not None:
+        recreated = [t for t in read if baseline.topic_ids.get(t) != topic_ids[t]]
+        behind = sorted(f"{t}-{p}" for (t, p), o in baseline.positions.items() if o > mine.get((t, p), 0))
+        if recreated:
+            why = f"input topic recreated since the last audit: {', '.join(recreated)}"
+        elif behind:
+            why = f"the app's position went back since the last audit: {', '.join(behind)}"
+        if why:
+            baseline = None
+    start = baseline.positions if baseline is not None else {}
+    ranges: dict[str, dict[int, tuple[int, int]]] = {t: {} for t in plan.topics}
+    for (topic, partition), end in sorted(mine.items()):
+        ranges[topic][partition] = (start.get((topic, partition), 0), end)
     gone = sorted(
-        f"{topic}-{partition} below offset {low}"
-        for (topic, partition), low in lows.items()
-        if topic in plan.topics and low > 0 and positions.get((topic, partition), 0) > 0
+        f"{topic}-{partition} below offset {lows[(topic, partition)]}"
+        for topic, parts in ranges.items()
+        for partition, (first, end) in parts.items()
+        if end > first and lows.get((topic, partition), 0) > first
     )
-    if not gone:
-        return ""
-    return (
-        f"sub-topology {plan.subtopology}: the input's retention removed records ({', '.join(gone)}), "
-        "so the stores cannot be recomputed from the start"
-    )
+    gap = ""
+    if gone:
+        gap = (
+            f"sub-topology {plan.subtopology}: the input's retention removed records ({', '.join(gone)}) "
+            + (
+                "after the last audited position"
+                if baseline is not None
+                else "and no earlier audit's recomputation can stand in, so the stores cannot be recomputed from the start"
+            )
+        )
+    return Replay(ranges, baseline, why, gap)
 
 
 def order_columns(plan: Plan) -> list[str]:
@@ -125,21 +208,45 @@ def _one_partition(
         caching=False,
         dead_letter=drop,
     )
-    for n, row in enumerate(rows):  # in read order: Spark sorted them
+    store_of = {changelog_topic(application_id, name): name for name in plan.stores}
+    seeds: dict[str, list[tuple[bytes, bytes | None]]] = {name: [] for name in plan.stores}
+    n = 0
+    for row in rows:  # the baseline's rows first, then the input in read order: Spark sorted them
+        if row["phase"] == SEED:
+            if row["topic"] == STREAM_TIME:
+                task.resume_stream_time(bytes(row["value"]).decode())
+            elif row["topic"] in store_of:
+                seeds[store_of[row["topic"]]].append((bytes(row["key"]), bytes(row["value"])))
+            continue
+        if seeds:
+            for name, items in seeds.items():
+                stores[name].write(items, None)
+            seeds = {}
         task.process(Record(row["topic"], partition, row["offset"], row["ts"], row["key"], row["value"]))
-        if n % 10_000 == 9_999:
+        n += 1
+        if n % 10_000 == 0:
             task.flush()
             task.committed_ok({})
+    for name, items in seeds.items():  # a partition with no new input: the baseline as it was
+        stores[name].write(items, None)
     task.flush()
     task.committed_ok({})
     for name in plan.stores:
         topic = changelog_topic(application_id, name)
         for key, value in stores[name].items():
             yield topic, partition, key, value
+    stream_time = task.commit_metadata()
+    if stream_time:
+        yield STREAM_TIME, partition, b"", stream_time.encode()
 
 
-def recompute(spark: Any, inputs: Any, target: str, application_id: str, plan: Plan) -> Any:
-    """A DataFrame (topic, partition, key, value) of what the plan's stores must hold."""
+def recompute(spark: Any, inputs: Any, seeds: Any, *, target: str, application_id: str, plan: Plan) -> Any:
+    """A DataFrame (topic, partition, key, value) of what the plan's stores must hold, and a
+    row per task with its stream time (topic :data:`STREAM_TIME`).
+
+    ``inputs``: the input records to replay (``frames.read_kafka``'s columns) or None;
+    ``seeds``: a baseline's rows (this function's own columns) or None."""
+    from pyspark.sql import functions as F  # noqa: N812
     from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
 
     schema = StructType(
@@ -153,12 +260,29 @@ def recompute(spark: Any, inputs: Any, target: str, application_id: str, plan: P
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(_SPARK_OWNED)}
-    ordered = (
-        inputs.where(inputs.topic.isin(plan.topics))
-        .repartition("partition")
-        .sortWithinPartitions("partition", *order_columns(plan))
-    )
+    parts = []
+    if seeds is not None:
+        parts.append(
+            seeds.select(
+                "topic",
+                "partition",
+                F.lit(-1).cast("long").alias("offset"),
+                "key",
+                "value",
+                F.lit(None).cast("long").alias("ts"),
+                F.lit(SEED).alias("phase"),
+            )
+        )
+    if inputs is not None:
+        parts.append(inputs.where(inputs.topic.isin(plan.topics)).withColumn("phase", F.lit(INPUT)))
+    rows = parts[0]
+    for part in parts[1:]:
+        rows = rows.unionByName(part)
+    ordered = rows.repartition("partition").sortWithinPartitions("partition", "phase", *order_columns(plan))
     return spark.createDataFrame(ordered.rdd.mapPartitions(replay(target, application_id, plan, env)), schema)
+
+
+SEED, INPUT = 0, 1  # the order a partition's rows reach the replay in: the baseline, then the input
 
 
 _SPARK_OWNED = ("SPARK_", "PYSPARK_", "PYTHON", "JAVA_", "HADOOP_", "PATH", "HOME", "PWD", "TMP")

@@ -20,8 +20,8 @@ may create executor Pods; the operator binds the compactor's status Role to it a
 Baton's operator needs no right to create Pods, and grants none.
 
 What differs: the master is Kubernetes (``sparkMaster`` is not used); the entry point is
-``/opt/baton/compact.py`` in the compactor image (a link to ``baton/compactor/cli.py``,
-which runs as a spark-submit script). The Kafka connector and S3A jars are on the driver's
+``/opt/baton/compact.py`` in the compactor image (which calls ``baton/compactor/cli.py``'s
+``compact`` as a spark-submit script). The Kafka connector and S3A jars are on the driver's
 and executors' class paths by the image's ``spark-defaults.conf``, so ``sparkConf`` does
 not name them (a ``spark.*.extraClassPath`` there would replace the image's).
 """
@@ -38,15 +38,20 @@ from baton.compactor.cronjob import (
     driver_service_account,
     job_arguments,
     job_env,
+    job_placement,
     job_volumes,
 )
-from baton.images import container_security_context
+from baton.compactor.kubernetes import executor_template, local_dir
+from baton.images import container_security_context, pod_security_context
 
 API_VERSION = "sparkoperator.k8s.io/v1beta2"
 KIND = "ScheduledSparkApplication"
 MAIN_FILE = "local:///opt/baton/compact.py"
 SPARK_VERSION = "4.0.0"  # the compactor image's pyspark
 DEFAULT_EXECUTORS = 2
+# the container names the Spark Operator tells Spark to take from the pod templates
+DRIVER_CONTAINER = "spark-kubernetes-driver"
+EXECUTOR_CONTAINER = "spark-kubernetes-executor"
 # Spark settings the SparkApplication carries as fields of its own
 _FIELDS = {
     "driverMemory": ("driver", "memory"),
@@ -63,6 +68,39 @@ def _conf(spark: dict[str, Any]) -> dict[str, str]:
     if spark.get("maxCores") is not None:
         out[SPARK_SETTINGS["maxCores"]] = str(spark["maxCores"])
     return out | {k: str(v) for k, v in (spark.get("conf") or {}).items()}
+
+
+def driver_template(
+    labels: dict[str, str],
+    placement: dict[str, Any],
+    volumes: list[dict[str, Any]],
+    mounts: list[dict[str, Any]],
+    env: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The driver's pod template (pure): as the CronJob's Pod, where it may run, as whom, with
+    the app's Kafka and object-store settings and the volumes it reads and writes.
+
+    Templates rather than the SparkApplication's ``env``/``volumeMounts``/``securityContext``
+    fields: the Spark Operator applies those through its mutating webhook, which a cluster
+    may not run (and which sees every Pod of the namespace); a template is applied by Spark
+    itself when it creates the Pod. The token stays mounted: the driver creates executors."""
+    volumes, mounts = local_dir(volumes, mounts)
+    return {
+        "metadata": {"labels": {**labels, "app.kubernetes.io/component": "compactor-driver"}},
+        "spec": {
+            "securityContext": pod_security_context(),
+            "containers": [
+                {
+                    "name": DRIVER_CONTAINER,
+                    "env": env,
+                    "securityContext": container_security_context(),
+                    "volumeMounts": mounts,
+                }
+            ],
+            "volumes": volumes,
+            **placement,
+        },
+    }
 
 
 def scheduled_spark_application(
@@ -83,20 +121,28 @@ def scheduled_spark_application(
     labels = compactor_labels(meta["name"])
     volumes, mounts = job_volumes(compaction, extra_volumes)
     env = [*job_env(body), *(extra_env or [])]
+    placement = job_placement(body)
+    # copies: a rendered manifest shares no objects (no YAML anchors)
+    executor = executor_template(
+        labels,
+        copy.deepcopy(placement),
+        copy.deepcopy(volumes),
+        copy.deepcopy(mounts),
+        container=EXECUTOR_CONTAINER,
+    )
+    executor["spec"]["containers"][0]["env"] += copy.deepcopy(env)
+    for key in ("apiVersion", "kind"):  # a PodTemplateSpec here, not a Pod file
+        executor.pop(key)
     roles: dict[str, dict[str, Any]] = {
-        "driver": {"serviceAccount": driver_service_account(compaction)},
-        "executor": {"instances": DEFAULT_EXECUTORS},
+        "driver": {
+            "serviceAccount": driver_service_account(compaction),
+            "template": driver_template(labels, placement, volumes, mounts, env),
+        },
+        "executor": {"instances": DEFAULT_EXECUTORS, "template": executor},
     }
     for field, (role_name, key) in _FIELDS.items():
         if spark.get(field) is not None:
             roles[role_name][key] = spark[field]
-    for settings in roles.values():  # copies: a rendered manifest shares no objects (no YAML anchors)
-        settings |= {
-            "labels": dict(labels),
-            "env": copy.deepcopy(env),
-            "volumeMounts": copy.deepcopy(mounts),
-            "securityContext": container_security_context(read_only_root=False),
-        }
     template = {
         "type": "Python",
         "pythonVersion": "3",
@@ -108,7 +154,6 @@ def scheduled_spark_application(
         "sparkVersion": SPARK_VERSION,
         "sparkConf": _conf(spark),
         "restartPolicy": {"type": "Never"},
-        "volumes": volumes,
         **roles,
     }
     return {

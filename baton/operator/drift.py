@@ -55,3 +55,11 @@ def up_to_date(live: dict[str, Any] | None, desired: dict[str, Any]) -> bool:
     want = ((desired.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_APPLIED)
     have = ((live.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_APPLIED)
     return want is not None and want == have and contains(live, desired)
+
+
+def schedule_changed(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """A ScheduledSparkApplication whose schedule an apply changed: the Spark Operator keeps the
+    next run it computed from the old one until told otherwise (``Kube.reschedule``)."""
+    if after.get("kind") != "ScheduledSparkApplication":
+        return False
+    return bool(before.get("spec", {}).get("schedule") != after.get("spec", {}).get("schedule"))

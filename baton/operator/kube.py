@@ -207,6 +207,24 @@ class Kube:
             return
         self._observe(result.to_dict())
 
+    def reschedule(self, obj: dict[str, Any]) -> None:
+        """Make the Spark Operator compute a ScheduledSparkApplication's next run again.
+
+        Why: it computes ``status.nextRun`` once, when it first sees the object, and keeps it
+        when the schedule changes; a StreamApp's new ``spec.compaction.schedule`` would take
+        effect only after the old schedule's next run. Clearing the schedule state (``""`` is
+        its "new") and the next run makes it schedule from the current spec, as a CronJob does."""
+        meta = obj["metadata"]
+        with contextlib.suppress(NotFoundError):
+            with_retries(
+                lambda: self._resource(obj["apiVersion"], obj["kind"]).status.patch(
+                    body={"status": {"scheduleState": None, "nextRun": None}},
+                    name=meta["name"],
+                    namespace=meta.get("namespace"),
+                    content_type="application/merge-patch+json",
+                )
+            )
+
     def owned(self, app_name: str, app_uid: str, namespace: str) -> list[dict[str, Any]]:
         """Objects of the managed kinds that this app controls (by owner reference); from the
         cache when it covers them (what the watches have not listed yet is pruned next time)."""

@@ -41,6 +41,12 @@ def namespaced_rules() -> list[dict[str, Any]]:
         # runner SparkOperator, a ScheduledSparkApplication instead of the CronJob.
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _READ},
         {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["scheduledsparkapplications"], "verbs": _OWN},
+        # ... whose next run is computed again when the schedule changes (Kube.reschedule)
+        {
+            "apiGroups": ["sparkoperator.k8s.io"],
+            "resources": ["scheduledsparkapplications/status"],
+            "verbs": ["patch"],
+        },
         {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": _OWN},
         # Rolling upgrades (OnDelete): read worker Pods' readiness, delete one outdated Pod at a time.
         {"apiGroups": [""], "resources": ["pods"], "verbs": [*_READ, "delete"]},

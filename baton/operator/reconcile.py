@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from baton import __version__
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
+from baton.compactor.cronjob import spark_account
 from baton.control.messages import Color
 from baton.operator import coverage, deploy, drift, flips, rolling, topics
 from baton.operator.builders import desired_objects, kafka_access
@@ -490,6 +491,9 @@ def _apply_all(  # noqa: PLR0917
         elif before["metadata"]["resourceVersion"] != after["metadata"]["resourceVersion"]:
             outcome.applied.append(_ref(obj))
             events(body, "Normal", "Updated", f"updated {_ref(obj)} to generation {app.generation}")
+            if drift.schedule_changed(before, after):
+                kube.reschedule(after)
+    _check_spark_account(kube, app, body, events, changed)
     wanted = {(o["kind"], o["metadata"]["name"]) for o in objects}
     owned = kube.owned(app.name, app.uid or "", app.namespace)
     for api_version, kind in CLUSTER_KINDS:  # no owner reference: the app's by its labels
@@ -500,6 +504,28 @@ def _apply_all(  # noqa: PLR0917
             outcome.pruned.append(_ref(obj))
             events(body, "Normal", "Pruned", f"deleted {_ref(obj)}: no longer part of the spec")
     return None
+
+
+def _check_spark_account(
+    kube: Kube, app: StreamApp, body: dict[str, Any], events: EventSink, changed: list[dict[str, Any]]
+) -> None:
+    """Say when a cluster runner's driver account is missing, once per change of the compactor.
+
+    Why: the operator cannot make it (it may not grant the right to create Pods), and without
+    it every run fails where no one looks: a Job whose Pod is never created, or a
+    SparkApplication whose driver is refused."""
+    needed = spark_account(body.get("spec", {}).get("compaction") or {})
+    if needed is None or not any(o["kind"] in {"CronJob", "ScheduledSparkApplication"} for o in changed):
+        return
+    account, remedy = needed
+    if kube.get("v1", "ServiceAccount", account, app.namespace) is None:
+        events(
+            body,
+            "Warning",
+            "CompactionAccountMissing",
+            f"the compaction driver's ServiceAccount {account} does not exist in {app.namespace}, "
+            f"so compaction runs cannot start: {remedy}",
+        )
 
 
 def write_status(

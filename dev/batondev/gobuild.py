@@ -62,6 +62,10 @@ def minio_dir() -> Path:
     return paths.tool_dir("minio", versions.MINIO)
 
 
+def spark_operator_dir() -> Path:
+    return paths.tool_dir("spark-operator", versions.SPARK_OPERATOR)
+
+
 def actionlint_dir() -> Path:
     return paths.tool_dir("actionlint", versions.ACTIONLINT)
 
@@ -77,16 +81,22 @@ def _go_env(workdir: Path) -> dict[str, str]:
     return env
 
 
-def _staging_modules(version: str, env: dict[str, str], cwd: Path) -> list[str]:
+def _download(module: str, env: dict[str, str], cwd: Path) -> dict[str, str]:
+    """``go mod download -json module@version``: where the module cache put it (Dir, GoMod, ...)."""
     out = subprocess.run(
-        ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{version}"],
+        ["go", "mod", "download", "-json", module],
         cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
-    gomod = Path(json.loads(out.stdout)["GoMod"]).read_text()
+    found: dict[str, str] = json.loads(out.stdout)
+    return found
+
+
+def _staging_modules(version: str, env: dict[str, str], cwd: Path) -> list[str]:
+    gomod = Path(_download(f"k8s.io/kubernetes@{version}", env, cwd)["GoMod"]).read_text()
     return sorted(set(re.findall(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", gomod, re.M)))
 
 
@@ -291,3 +301,47 @@ def build_local_path_provisioner() -> Path:
     """Rancher's local-path-provisioner: volumes for claims, as folders on the node (as kind and k3s do)."""
     package = "github.com/rancher/local-path-provisioner"
     return _go_install("local-path-provisioner", package, versions.LOCAL_PATH_PROVISIONER, local_path_dir())
+
+
+SPARK_OPERATOR_MODULE = "github.com/kubeflow/spark-operator/v2"
+
+
+def build_spark_operator() -> Path:
+    """The Kubeflow Spark Operator's binary (``bin/spark-operator``) and its Helm chart (``chart/``).
+
+    Its go.mod replaces the k8s.io modules with published versions (no local folders), but
+    ``go install`` refuses any module with replaces; so the module's own tree is built, as
+    its Dockerfile does. The chart comes from the same tree, so binary and chart match."""
+    dest = spark_operator_dir()
+    if (dest / "bin" / "spark-operator").exists() and (dest / "chart" / "Chart.yaml").exists():
+        return dest
+    need("go")
+    version = versions.SPARK_OPERATOR
+    paths.CACHE.mkdir(parents=True, exist_ok=True)
+    log = str(paths.CACHE / f"spark-operator-{version}.build.log")
+    with tempfile.TemporaryDirectory(prefix="baton-spark-operator-") as tmpd:
+        work = Path(tmpd)
+        env = _go_env(work)
+        source = work / "src"
+        shutil.copytree(_download(f"{SPARK_OPERATOR_MODULE}@{version}", env, work)["Dir"], source)
+        for path in [source, *source.rglob("*")]:  # the module cache's copy is read-only
+            path.chmod(path.stat().st_mode | 0o200)
+        (work / "out").mkdir()
+        run(
+            [
+                "go",
+                "build",
+                "-trimpath",
+                "-ldflags",
+                "-s -w",
+                "-o",
+                str(work / "out" / "spark-operator"),
+                "./cmd/operator",
+            ],
+            cwd=str(source),
+            env=env,
+            log=log,
+        )
+        _install_bins(work / "out", dest, ("spark-operator",))
+        shutil.copytree(source / "charts" / "spark-operator-chart", dest / "chart")
+    return dest

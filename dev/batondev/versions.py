@@ -21,3 +21,6 @@ COREDNS = "v1.15.0"
 LOCAL_PATH_PROVISIONER = "v0.0.30"
 # crictl, the CRI client `dev/stack down` stops and removes the node's Pods with (network included).
 CRI_TOOLS = "v1.34.0"
+# The Kubeflow Spark Operator (compaction runner SparkOperator): its controller built from the Go
+# module proxy, installed in the stack's cluster from the chart the module carries.
+SPARK_OPERATOR = "v2.3.0"

@@ -1,15 +1,19 @@
-"""The compactor as a deployed app uses it: the operator's CronJob, run as a Job on the stack's
-node, snapshots the changelogs into an object store (the stack's MinIO, credentials from a
+"""The compactor as a deployed app uses it, under both cluster runners: a run on the stack's
+node snapshots the changelogs into an object store (the stack's MinIO, credentials from a
 Secret); a worker whose state volume is lost restores from that snapshot (the metric shows
 how little it replayed) and counts stay exact.
 
-Everything is the real thing: ``runner: Kubernetes``, so the Job's Pod is the Spark driver
-and Spark's Kubernetes scheduler starts two executor Pods from the compactor image, through
-the stack's API server, under the ServiceAccount of examples/spark-service-account.yaml.
-One executor Pod is deleted while the job runs: Spark replaces it and the run completes
-whole. The workers' ``baton run`` (pyarrow's S3) runs from the runtime image; both images
-are built from the Dockerfile (dev/image): the JRE, pyspark, the connector and S3A jars on
-the class path are the image's own.
+Everything is the real thing. ``runner: Kubernetes``: the test creates a Job from the
+operator's CronJob; its Pod is the Spark driver, and Spark's Kubernetes scheduler starts two
+executor Pods from the compactor image, under the ServiceAccount of
+examples/spark-service-account.yaml. ``runner: SparkOperator``: the Kubeflow Spark Operator,
+built from its Go module and installed with its own chart, runs the operator's
+ScheduledSparkApplication when its schedule comes (the test moves the StreamApp's schedule to
+the coming minute, which also checks that a schedule change takes effect); its spark-submit
+creates the driver Pod, which starts two executors. Either way one executor Pod is deleted
+while the job runs: Spark replaces it and the run completes whole. The workers' ``baton run``
+(pyarrow's S3) runs from the runtime image; both images are built from the Dockerfile
+(dev/image): the JRE, pyspark, the connector and S3A jars on the class path are the image's own.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ import threading
 import time
 import urllib.request
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from batondev import objectstore
+from batondev import objectstore, spark_operator
 from batondev.paths import REPO
 from pyarrow import fs as pafs
 
@@ -69,6 +74,7 @@ class Clicks:
 
 
 POD = f"{APP}-blue-0"
+DRIVER_ACCOUNT = "spark-operator-spark"  # what spec.compaction.sparkOperator defaults to
 
 
 def _restored_records(kubectl: KubectlFn, namespace: str) -> float:
@@ -85,10 +91,13 @@ def _restored_records(kubectl: KubectlFn, namespace: str) -> float:
     )
 
 
-def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_it(  # noqa: PLR0917
+@pytest.mark.parametrize("runner", ["Kubernetes", "SparkOperator"])
+def test_the_compaction_snapshots_and_a_worker_that_lost_its_volume_restores_from_it(  # noqa: PLR0917
+    runner: str,
     node: Node,
     node_runtime_image: str,
     node_compactor_image: str,
+    request: pytest.FixtureRequest,
     kube: Any,
     kubectl: KubectlFn,
     namespace: str,
@@ -99,6 +108,9 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     install_crds(kubectl)
+    node_spark_operator_image = (
+        request.getfixturevalue("node_spark_operator_image") if runner == "SparkOperator" else ""
+    )
     endpoint = objectstore.up()  # this machine's address of it; Pods use the node's
     clicks_topic, counts_topic = new_topic(partitions=2), new_topic(partitions=2)
     keys = {
@@ -130,8 +142,10 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
                     "secretAccessKeyKey": "secret-key",
                 },
             },
-            "schedule": "0 0 1 1 *",  # runs when this test creates a Job from it
-            "runner": "Kubernetes",
+            # Kubernetes: runs when this test creates a Job from the CronJob; SparkOperator:
+            # the ScheduledSparkApplication's next run is set to start in a minute or two
+            "schedule": "0 0 1 1 *",
+            "runner": runner,
             "spark": {
                 "driverMemory": "512m",
                 "executorMemory": "512m",
@@ -153,11 +167,17 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
         worker={"writeCache": False},
     )
     producer = Clicks(kafka_bootstrap, clicks_topic)
+    release = f"spark-operator-{unique_name[-6:]}"
+    if runner == "SparkOperator":  # installed as its users do: its own chart, this namespace its jobs'
+        spark_operator.install(
+            release, namespace, node_spark_operator_image, [node.toleration], driver_account=DRIVER_ACCOUNT
+        )
     operator = start_operator(tmp_path, namespace, kube.kubeconfig, "operator")
     try:
         apply(kubectl, keys)
-        # as the docs say: kubectl apply -n <namespace> -f examples/spark-service-account.yaml
-        kubectl("apply", "-n", namespace, "-f", str(REPO / "examples" / "spark-service-account.yaml"))
+        if runner == "Kubernetes":
+            # as the docs say: kubectl apply -n <namespace> -f examples/spark-service-account.yaml
+            kubectl("apply", "-n", namespace, "-f", str(REPO / "examples" / "spark-service-account.yaml"))
         apply(kubectl, manifest)
         kubectl("wait", "--for=condition=Ready", f"sapp/{APP}", "-n", namespace, "--timeout=100s")
         producer.batch(600)
@@ -166,27 +186,15 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
         changelog_records = len(read_all(kafka_bootstrap, changelog))
         assert changelog_records >= 600, changelog_records
 
-        cronjob = compactor_name({"metadata": {"name": APP}})
         executors = Executors(kubectl, namespace)
-        kubectl("create", "job", "compact-1", f"--from=cronjob/{cronjob}", "-n", namespace)
         with executors:
-            done = kubectl(
-                "wait",
-                "--for=condition=complete",
-                "job/compact-1",
-                "-n",
-                namespace,
-                "--timeout=300s",
-                check=False,
-            )
-        if done.returncode != 0:  # what the driver and the executors said, before the namespace goes
-            for what in (["get", "pods,events", "-o", "wide"], ["logs", "job/compact-1", "--tail=150"]):
-                print(kubectl(*what, "-n", namespace, check=False).stdout[-12000:])
-            pytest.fail(f"the compaction Job did not complete: {done.stderr}", pytrace=False)
-        (job_pod,) = get_json(kubectl, "pods", "-n", namespace, "-l", "job-name=compact-1")["items"]
-        assert job_pod["spec"]["containers"][0]["image"] == node_compactor_image
-        assert job_pod["spec"]["nodeName"] == node.name
-        assert job_pod["spec"]["serviceAccountName"] == "spark"
+            if runner == "Kubernetes":
+                driver, account = _run_the_cronjob(kubectl, namespace), "spark"
+            else:
+                driver, account = _run_on_schedule(kubectl, namespace), DRIVER_ACCOUNT
+        assert driver["spec"]["containers"][0]["image"] == node_compactor_image
+        assert driver["spec"]["nodeName"] == node.name
+        assert driver["spec"]["serviceAccountName"] == account
         # two executor Pods from the compactor image, children of the driver Pod; one deleted
         # mid-job and replaced, and the run still completed whole
         print(f"executors: {executors.seen}, deleted {executors.deleted}")
@@ -194,9 +202,9 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
         assert len(executors.seen) >= 3, executors.seen
         for pod in executors.seen.values():
             assert pod["image"] == node_compactor_image and pod["node"] == node.name, pod
-            assert pod["owner"] == [job_pod["metadata"]["name"]], pod
-        (job_status,) = job_pod["status"]["containerStatuses"]
-        assert job_status["containerID"].startswith("containerd://"), job_status
+            assert pod["owner"] == [driver["metadata"]["name"]], pod
+        (driver_status,) = driver["status"]["containerStatuses"]
+        assert driver_status["containerID"].startswith("containerd://"), driver_status
         compaction = get_json(kubectl, "sapp", APP, "-n", namespace)["status"]["compaction"]
         assert compaction["liveKeys"] == len(producer.sent), compaction
         assert compaction["recordsRead"] == changelog_records and compaction["snapshotsWritten"] == 2
@@ -236,6 +244,100 @@ def test_the_cronjob_snapshots_and_a_worker_that_lost_its_volume_restores_from_i
         raise
     finally:
         operator.kill()
+        if runner == "SparkOperator":
+            kubectl("delete", "sapp", APP, "-n", namespace, "--wait=false", check=False)
+            spark_operator.uninstall(release, namespace)
+
+
+def _run_the_cronjob(kubectl: KubectlFn, namespace: str) -> dict[str, Any]:
+    """``kubectl create job --from=cronjob/...``, as an operator of the app would; the Job's Pod
+    (the driver) once the Job completed."""
+    cronjob = compactor_name({"metadata": {"name": APP}})
+    kubectl("create", "job", "compact-1", f"--from=cronjob/{cronjob}", "-n", namespace)
+    done = kubectl(
+        "wait", "--for=condition=complete", "job/compact-1", "-n", namespace, "--timeout=300s", check=False
+    )
+    if done.returncode != 0:  # what the driver and the executors said, before the namespace goes
+        for what in (["get", "pods,events", "-o", "wide"], ["logs", "job/compact-1", "--tail=150"]):
+            print(kubectl(*what, "-n", namespace, check=False).stdout[-12000:])
+        pytest.fail(f"the compaction Job did not complete: {done.stderr}", pytrace=False)
+    (pod,) = get_json(kubectl, "pods", "-n", namespace, "-l", "job-name=compact-1")["items"]
+    assert isinstance(pod, dict)
+    assert (
+        get_json(kubectl, "job", "compact-1", "-n", namespace)["spec"]["template"]["spec"][
+            "serviceAccountName"
+        ]
+        == pod["spec"]["serviceAccountName"]
+    )
+    return pod
+
+
+def _run_on_schedule(kubectl: KubectlFn, namespace: str) -> dict[str, Any]:
+    """The StreamApp's schedule moved to the coming minute (at least 40 s away, so the operator
+    has passed it on and the Spark Operator computed its next run from it); the run that starts
+    then, to its end; the driver Pod Spark created for it."""
+    name = compactor_name({"metadata": {"name": APP}})
+    at = datetime.now(UTC) + timedelta(seconds=100)  # a minute from 40 to 100 s away
+    schedule = f"{at.minute} {at.hour} * * *"
+    # the StreamApp's schedule is what the operator writes into the ScheduledSparkApplication
+    kubectl(
+        "patch",
+        "sapp",
+        APP,
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"compaction": {"schedule": schedule}}}),
+    )
+    wait_for(
+        "the schedule in the ScheduledSparkApplication",
+        lambda: (
+            get_json(kubectl, "scheduledsparkapplication", name, "-n", namespace)["spec"]["schedule"]
+            == schedule
+        ),
+        60,
+    )
+    run = wait_for(
+        "the scheduled run",
+        lambda: (
+            get_json(kubectl, "scheduledsparkapplication", name, "-n", namespace)
+            .get("status", {})
+            .get("lastRunName")
+        ),
+        180,
+    )
+    state = wait_for(
+        "the run's end",
+        lambda: (
+            (try_get_json(kubectl, "sparkapplication", run, "-n", namespace) or {})
+            .get("status", {})
+            .get("applicationState", {})
+            .get("state")
+            if _finished(kubectl, namespace, run)
+            else None
+        ),
+        360,
+    )
+    if state != "COMPLETED":
+        for what in (["get", "pods,events", "-o", "wide"], ["get", "sparkapplication", run, "-o", "yaml"]):
+            print(kubectl(*what, "-n", namespace, check=False).stdout[-12000:])
+        print(kubectl("logs", f"{run}-driver", "-n", namespace, "--tail=150", check=False).stdout)
+        pytest.fail(f"the SparkApplication {run} ended {state}", pytrace=False)
+    app = get_json(kubectl, "sparkapplication", run, "-n", namespace)
+    refs = app["metadata"]["ownerReferences"]
+    assert [(r["kind"], r["name"]) for r in refs] == [("ScheduledSparkApplication", name)], refs
+    driver: dict[str, Any] = get_json(kubectl, "pod", app["status"]["driverInfo"]["podName"], "-n", namespace)
+    return driver
+
+
+def _finished(kubectl: KubectlFn, namespace: str, run: str) -> bool:
+    app = try_get_json(kubectl, "sparkapplication", run, "-n", namespace) or {}
+    return app.get("status", {}).get("applicationState", {}).get("state") in {
+        "COMPLETED",
+        "FAILED",
+        "SUBMISSION_FAILED",
+    }
 
 
 def _metric_after_restore(kubectl: KubectlFn, namespace: str) -> tuple[float] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -365,7 +366,8 @@ def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app( 
     assert clean["audits"]["colors"][unique_name]["compared"] is True
     assert clean["audits"]["colors"][unique_name]["stores"][STORE]["compared"] == 40
     for app_id in (blue.app_id, green.app_id):
-        assert clean["audits"]["recompute"]["apps"][app_id]["subtopologies"]["0"]["compared"] == 40
+        first = clean["audits"]["recompute"]["apps"][app_id]["subtopologies"]["0"]
+        assert (first["compared"], first["replayed_from"], first["input_offsets"]) == (40, "start", 2000)
     assert "baton_audit_findings" in (Path(root) / blue.app_id / "_audit" / "metrics.prom").read_text()
 
     # a changelog record that does not follow from the input, and a changelog without compaction
@@ -387,6 +389,9 @@ def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app( 
     }
     recompute = next(f for f in flagged["findings"] if f["kind"] == "divergence-recompute")
     assert recompute["details"]["different"] == 1
+    # the input did not grow: the stores were recomputed from the last audit's, replaying nothing
+    again = flagged["audits"]["recompute"]["apps"][blue.app_id]["subtopologies"]["0"]
+    assert (again["compared"], again["replayed_from"], again["input_offsets"]) == (40, "last audit", 0)
     assert victim.key is not None
     user = victim.key.decode()
     assert recompute["details"]["samples"] == [
@@ -412,6 +417,12 @@ def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app( 
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     for future in admin.delete_records([TopicPartition(clicks, 0, 100)]).values():
         future.result(30)
+    kept = audit(3)  # the last audit's recomputation stands in for the start: compared as before
+    kinds = Counter(f["kind"] for f in kept["findings"] if f["topic"] != legacy)
+    assert kinds == {"divergence-recompute": 1, "divergence-colors": 1}, kept["findings"]
+    # without it (its folder gone), a recomputation from the start cannot be made
+    for app_id in (blue.app_id, green.app_id):
+        shutil.rmtree(Path(root) / app_id / "_recompute")
     trimmed = audit(3)
     kinds = Counter(f["kind"] for f in trimmed["findings"] if f["topic"] != legacy)
     assert kinds == {"divergence-colors": 1}, trimmed["findings"]

@@ -1,9 +1,10 @@
 """runner: SparkOperator on the real API server: the operator applies the ScheduledSparkApplication
 where its CRD is served, says what is missing where it is not, and moves back to a CronJob.
 
-The CRD is generated from the Spark Operator's published API models (dev/batondev/sparkoperator.py
-says why and how); a server-side dry run with strict field validation checks the rendered
-object against it, and refuses a misspelled field.
+The CRD is the Spark Operator's own, from the chart its Go module carries (dev/batondev/
+spark_operator.py); a server-side dry run with strict field validation checks the rendered
+object against it, and refuses a misspelled field. tests/e2e/test_compaction_job.py runs the
+operator itself.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 from collections.abc import Callable
 
 import pytest
-from batondev import sparkoperator
+from batondev import spark_operator
 
 from baton.compactor.sparkapp import KIND
 from baton.testing import wait_for
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.integration
 
 APP = "click-counter"
 NAME = f"{APP}-compactor"
-CRD = f"{sparkoperator.PLURAL}.{sparkoperator.GROUP}"
+CRD = "scheduledsparkapplications.sparkoperator.k8s.io"
 
 
 def _established(kubectl: KubectlFn) -> bool:
@@ -66,7 +67,7 @@ def test_the_operator_runs_compaction_as_a_scheduled_spark_application(
         try_get_json(kubectl, "statefulset", f"{APP}-blue", "-n", namespace) is None
     )  # nothing half-applied
 
-    kubectl("apply", "--server-side", "-f", "-", input=json.dumps(sparkoperator.crd()))
+    kubectl("apply", "--server-side", "-f", str(spark_operator.crd_file("scheduledsparkapplications")))
     wait_for("the CRD established", lambda: _established(kubectl), 60)
     kubectl("annotate", "sapp", APP, "-n", namespace, "touch=1")  # a spec event: reconcile now
     ssa = wait_for(
@@ -79,6 +80,11 @@ def test_the_operator_runs_compaction_as_a_scheduled_spark_application(
     assert try_get_json(kubectl, "cronjob", NAME, "-n", namespace) is None
     binding = get_json(kubectl, "rolebinding", NAME, "-n", namespace)
     assert {s["name"] for s in binding["subjects"]} == {NAME, "spark-operator-spark"}
+    # no Spark Operator installed for this namespace, so no driver account: said where users look
+    missing = wait_for(
+        "CompactionAccountMissing", lambda: _events(kubectl, namespace, "CompactionAccountMissing"), 30
+    )
+    assert "spark-operator-spark does not exist" in missing[0] and "spark.jobNamespaces" in missing[0]
 
     # strict server-side validation bites: a misspelled field is refused
     ssa["spec"]["template"]["driver"]["memry"] = "1g"

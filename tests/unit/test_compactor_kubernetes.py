@@ -152,3 +152,21 @@ def test_a_cluster_mode_driver_pod_runs_spark_submit_in_client_mode() -> None:
     assert command[0] == "/p/bin/spark-submit"
     assert command[command.index("--deploy-mode") + 1] == "client"
     assert "spark.driver.bindAddress=10.0.0.5" in command and command[-1] == "local:///x.py"
+
+
+def test_a_driver_pod_gets_the_images_class_paths_unless_the_submitter_sent_some() -> None:
+    """Spark points the driver Pod's SPARK_CONF_DIR at the submitted properties, so the image's
+    spark-defaults.conf is not read there: its class paths are passed on, the submitter's win."""
+    home = Path("/p")
+    image = {"spark.driver.extraClassPath": "/jars/*", "spark.executor.extraClassPath": "/jars/*"}
+    args = ["--properties-file", "/opt/spark/conf/spark.properties", "local:///x.py"]
+    command = driver_command(args, {}, home, image, {"spark.app.name": "x"})
+    assert (
+        "spark.driver.extraClassPath=/jars/*" in command
+        and "spark.executor.extraClassPath=/jars/*" in command
+    )
+    assert command.index("spark.driver.extraClassPath=/jars/*") < command.index("--deploy-mode")
+    mine = driver_command(args, {}, home, image, {"spark.executor.extraClassPath": "/mine/*"})
+    assert "spark.driver.extraClassPath=/jars/*" in mine
+    assert not any(c.startswith("spark.executor.extraClassPath") for c in mine)
+    assert not any("extraClassPath" in c for c in driver_command(args, {}, home))

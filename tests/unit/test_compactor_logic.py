@@ -578,14 +578,52 @@ def test_a_recomputation_needs_the_input_from_its_start() -> None:
     """Retention that removed the input's start makes a recomputation differ for that reason
     alone: the audit says it could not compare instead of reporting divergence."""
     from baton.compactor.recompute import Plan as RecomputePlan
-    from baton.compactor.recompute import order_columns, retention_gaps
+    from baton.compactor.recompute import order_columns, replay_ranges
 
     plan = RecomputePlan(0, ["clicks"], ["counts"])
     positions = {("clicks", 0): 500, ("clicks", 1): 0, ("other", 0): 9}
-    assert retention_gaps(plan, {("clicks", 0): 0, ("clicks", 1): 0}, positions) == ""
+    ids = {"clicks": "id-1"}
+    replay = replay_ranges(plan, positions, {("clicks", 0): 0, ("clicks", 1): 0}, ids, None)
+    assert (replay.gap, replay.ranges, replay.offsets) == ("", {"clicks": {0: (0, 500), 1: (0, 0)}}, 500)
     # a partition the app never read past is no gap; another topic is not this plan's
-    assert retention_gaps(plan, {("clicks", 1): 40, ("other", 0): 3}, positions) == ""
-    gap = retention_gaps(plan, {("clicks", 0): 120}, positions)
+    assert replay_ranges(plan, positions, {("clicks", 1): 40, ("other", 0): 3}, ids, None).gap == ""
+    gap = replay_ranges(plan, positions, {("clicks", 0): 120}, ids, None).gap
     assert "clicks-0 below offset 120" in gap and "cannot be recomputed from the start" in gap
     assert order_columns(plan) == ["offset"]
     assert order_columns(RecomputePlan(0, ["a", "b"], ["s"])) == ["ts", "topic", "offset"]
+
+
+def test_a_recomputation_goes_on_from_the_last_audit() -> None:
+    """The last audit's recomputation is the start: only the input after it is replayed, and
+    retention below it does not matter; a recreated input topic or a reset app starts over."""
+    from baton.compactor.recompute import Baseline, replay_ranges
+    from baton.compactor.recompute import Plan as RecomputePlan
+
+    plan = RecomputePlan(0, ["clicks"], ["counts"])
+    positions = {("clicks", 0): 500, ("clicks", 1): 70}
+    baseline = Baseline("state-1", {("clicks", 0): 400, ("clicks", 1): 70}, {"clicks": "id-1"})
+    assert Baseline.from_json(baseline.to_json()) == baseline
+    lows = {("clicks", 0): 300, ("clicks", 1): 70}  # below the baseline: gone, and not needed
+    replay = replay_ranges(plan, positions, lows, {"clicks": "id-1"}, baseline)
+    assert (replay.baseline, replay.gap, replay.why_not_baseline) == (baseline, "", "")
+    assert (replay.ranges, replay.offsets) == ({"clicks": {0: (400, 500), 1: (70, 70)}}, 100)
+    # retention past the baseline: the records after it are gone too
+    late = replay_ranges(plan, positions, {("clicks", 0): 450}, {"clicks": "id-1"}, baseline)
+    assert "clicks-0 below offset 450" in late.gap and "after the last audited position" in late.gap
+    # the topic recreated: from its start (and its start is there)
+    fresh = replay_ranges(plan, positions, {}, {"clicks": "id-2"}, baseline)
+    assert fresh.baseline is None and "recreated" in fresh.why_not_baseline
+    assert fresh.ranges == {"clicks": {0: (0, 500), 1: (0, 70)}}
+    # the app reset to an earlier position: the baseline is ahead of it
+    reset = replay_ranges(plan, {("clicks", 0): 10}, {}, {"clicks": "id-1"}, baseline)
+    assert (
+        reset.baseline is None
+        and "went back" in reset.why_not_baseline
+        and "clicks-0" in reset.why_not_baseline
+    )
+    assert Baseline.from_json({"format": 99}) is None  # a layout this version does not know
+    # an input topic deleted (no id now): nothing to replay from, said as such
+    gone = replay_ranges(plan, positions, {}, {}, baseline)
+    assert "the input topic is gone (clicks)" in gone.gap and gone.ranges == {}
+    # a topic the plan names but the app never read (a setting pointing elsewhere) needs no id
+    assert replay_ranges(plan, {}, {}, {}, None).gap == ""

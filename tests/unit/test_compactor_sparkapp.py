@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from kubeflow_spark_api.models import SparkV1beta2ScheduledSparkApplication
 
-from baton.compactor.sparkapp import MAIN_FILE
+from baton.compactor.sparkapp import DRIVER_CONTAINER, EXECUTOR_CONTAINER, MAIN_FILE
 from baton.operator.builders import desired_objects
 from tests.support.samples import app
 
@@ -64,10 +64,26 @@ def test_the_spark_operator_runs_what_the_cronjob_runs() -> None:
     assert template["image"] == container["image"]
     # the same environment (Kafka SASL, the store, its keys) on the driver and the executors
     cron_env = [e for e in container["env"] if e["name"] != "BATON_POD_IP"]
-    for role in ("driver", "executor"):
-        assert template[role]["env"] == cron_env
-        names = [m["name"] for m in template[role]["volumeMounts"]]
-        assert "kafka-secret" in names or any("kafka" in n for n in names), names
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    for role, container_name in (("driver", DRIVER_CONTAINER), ("executor", EXECUTOR_CONTAINER)):
+        spec = template[role]["template"]["spec"]
+        (role_container,) = spec["containers"]
+        assert role_container["name"] == container_name
+        assert [e for e in role_container["env"] if e["name"] != "HOME"] == [
+            e for e in cron_env if e["name"] != "HOME"
+        ]
+        # the same volumes, /tmp as Spark's local directory, and the same security settings
+        assert [m["mountPath"] for m in role_container["volumeMounts"]] == [
+            m["mountPath"] for m in container["volumeMounts"]
+        ]
+        assert [v["name"] for v in spec["volumes"]] == [
+            "spark-local-dir-1" if v["name"] == "tmp" else v["name"] for v in pod["volumes"]
+        ]
+        assert role_container["securityContext"] == container["securityContext"]
+        assert spec["securityContext"] == pod["securityContext"]
+        # no field the operator's mutating webhook would have to apply
+        assert not {"env", "volumeMounts", "securityContext", "tolerations"} & set(template[role])
+    assert "volumes" not in template
     # Spark's resources are the SparkApplication's own fields; the jars are the image's (no class path)
     assert (template["driver"]["memory"], template["executor"]["memory"]) == ("1g", "2g")
     assert (template["executor"]["cores"], template["executor"]["instances"]) == (2, 3)
@@ -108,3 +124,16 @@ def test_the_rendered_object_is_what_the_spark_operators_api_describes() -> None
     }
     reparsed = SparkV1beta2ScheduledSparkApplication.from_dict(broken)
     assert reparsed is not None and reparsed.to_dict() != broken  # the check does bite
+
+
+def test_runs_go_where_the_apps_pods_may_go() -> None:
+    """The app's tolerations and nodeSelector reach the driver and the executors, by template."""
+    toleration = {"key": "baton.dev/node", "operator": "Equal", "value": "local", "effect": "NoSchedule"}
+    sample = app(
+        compaction={**COMPACTION, "runner": "SparkOperator"},
+        podTemplate={"tolerations": [toleration], "nodeSelector": {"pool": "stream"}},
+    )
+    (ssa,) = [o for o in desired_objects(sample) if o["kind"] == "ScheduledSparkApplication"]
+    for role in ("driver", "executor"):
+        spec = ssa["spec"]["template"][role]["template"]["spec"]
+        assert spec["tolerations"] == [toleration] and spec["nodeSelector"] == {"pool": "stream"}

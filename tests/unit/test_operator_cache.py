@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from baton.operator import drift
 from baton.operator.builders import desired_objects
 from baton.operator.cache import ObjectCache
 from baton.operator.drift import ANNOTATION_APPLIED, contains, stamped, up_to_date
@@ -94,3 +95,14 @@ def test_contains_lists_item_by_item() -> None:
     assert contains({"a": [1, {"b": 2, "c": 3}]}, {"a": [1, {"b": 2}]})
     assert not contains({"a": [1, 2, 3]}, {"a": [1, 2]}), "a list item removed is a change"
     assert not contains({"a": "1"}, {"a": 1})
+
+
+def test_only_a_changed_spark_schedule_asks_for_a_new_next_run() -> None:
+    spec: dict[str, Any] = {"schedule": "17 3 * * *", "suspend": False}
+    ssa: dict[str, Any] = {"kind": "ScheduledSparkApplication", "spec": spec}
+    moved = {**ssa, "spec": {**spec, "schedule": "0 4 * * *"}}
+    suspended = {**ssa, "spec": {**spec, "suspend": True}}
+    assert drift.schedule_changed(ssa, moved)
+    assert not drift.schedule_changed(ssa, suspended)
+    cronjob = {**moved, "kind": "CronJob"}  # the CronJob controller recomputes by itself
+    assert not drift.schedule_changed({**ssa, "kind": "CronJob"}, cronjob)
