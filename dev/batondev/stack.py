@@ -53,6 +53,8 @@ def env_lines() -> list[str]:
     path = os.pathsep.join([*(str(p) for p in kube.bin_dirs()), "$PATH"])
     return [
         f"export BATON_KAFKA_BOOTSTRAP={kafka.bootstrap()}",
+        # what `baton run`, `baton flip` and `baton compact` read when --bootstrap-servers is not given
+        f"export BATON_BOOTSTRAP_SERVERS={kafka.bootstrap()}",
         f"export BATON_KAFKA_SCRAM_BOOTSTRAP={kafka.scram_bootstrap()}",
         f"export BATON_KAFKA_MTLS_BOOTSTRAP={kafka.mtls_bootstrap()}",
         f"export BATON_KAFKA_SASL_SSL_BOOTSTRAP={kafka.sasl_ssl_bootstrap()}",

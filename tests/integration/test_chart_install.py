@@ -179,9 +179,41 @@ def test_cluster_wide_install_and_uninstall(
     binding = get_json(kubectl, "clusterrolebinding", full)
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": full, "namespace": namespace}]
     assert try_get_json(kubectl, "rolebinding", f"{full}-leader-election", "-n", namespace)
+    # a namespace's developers with the default roles: view reads StreamApps, edit writes them
+    for who, role in (("viewer", "view"), ("developer", "edit")):
+        kubectl("create", "serviceaccount", who, "-n", namespace)
+        kubectl(
+            "create",
+            "rolebinding",
+            who,
+            f"--clusterrole={role}",
+            f"--serviceaccount={namespace}:{who}",
+            "-n",
+            namespace,
+        )
+
+    def can(who: str, verb: str) -> bool:
+        out = kubectl(
+            "auth",
+            "can-i",
+            verb,
+            "streamapps.baton.dev",
+            "-n",
+            namespace,
+            f"--as=system:serviceaccount:{namespace}:{who}",
+            check=False,
+        )
+        return out.stdout.strip() == "yes"
+
+    # the clusterrole-aggregation controller folds the chart's rules into view and edit
+    wait_for("view to read StreamApps", lambda: can("viewer", "list") and can("developer", "create"), 30)
+    assert not can("viewer", "create") and not can("viewer", "delete")
+    assert can("developer", "delete") and can("developer", "get")
     helm("uninstall", release, "-n", namespace, "--wait", "--timeout=60s")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and try_get_json(kubectl, "clusterrole", full) is not None:
         time.sleep(0.5)
     for kind in ("clusterrole", "clusterrolebinding"):
         assert try_get_json(kubectl, kind, full) is None, f"{kind}/{full} left behind"
+    assert try_get_json(kubectl, "clusterrole", f"{full}-streamapps-view") is None
+    wait_for("view without StreamApps again", lambda: not can("viewer", "list"), 30)

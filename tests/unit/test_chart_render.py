@@ -147,7 +147,11 @@ def test_namespaced_install_grants_only_discovery_and_node_zones_cluster_wide() 
         for o in rbac.rbac_objects("rel-baton", "baton-system", clusterwide=False, name="rel-baton")
         if o["kind"] == "ClusterRole"
     }
-    roles = {r["metadata"]["name"].removeprefix("rel-baton-"): r for r in find(objs, "ClusterRole")}
+    roles = {  # the operator's own: not the StreamApp rights folded into the default user roles
+        r["metadata"]["name"].removeprefix("rel-baton-"): r
+        for r in find(objs, "ClusterRole")
+        if not any(k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in r["metadata"]["labels"])
+    }
     assert set(roles) == set(builder) == {"baton-system-discovery", "baton-system-node-zones", "node-reader"}
     for name, role in roles.items():
         assert canonical(role["rules"]) == canonical(builder[name]["rules"]), name
@@ -242,3 +246,33 @@ def test_the_compactor_image_reaches_the_operator_and_defaults_to_the_chart_vers
     assert env_of(render({}))["BATON_COMPACTOR_IMAGE"] == DEFAULT_IMAGE
     custom = render({"compactorImage.repository": "registry.local/compactor", "compactorImage.tag": "v7"})
     assert env_of(custom)["BATON_COMPACTOR_IMAGE"] == "registry.local/compactor:v7"
+
+
+def test_a_digest_pins_both_images() -> None:
+    digest = "sha256:" + "ab" * 32
+    objs = render({"image.digest": digest, "compactorImage.digest": digest, "image.tag": "ignored"})
+    container = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == f"ghcr.io/baton-dev/baton@{digest}"
+    env = {e["name"]: e.get("value", "") for e in container["env"]}
+    assert env["BATON_COMPACTOR_IMAGE"] == f"ghcr.io/baton-dev/baton-compactor@{digest}"
+    out = helm("template", "rel", str(CHART), *set_args({"image.digest": "latest"}), check=False)
+    assert out.returncode != 0 and "digest" in out.stderr, out.stderr
+
+
+def test_streamapps_join_the_default_view_and_edit_roles() -> None:
+    objs = render({})
+    view = one(objs, "ClusterRole", "rel-baton-streamapps-view")
+    edit = one(objs, "ClusterRole", "rel-baton-streamapps-edit")
+    labels = "rbac.authorization.k8s.io/aggregate-to-"
+    assert {f"{labels}view", f"{labels}edit", f"{labels}admin"} <= set(view["metadata"]["labels"])
+    assert f"{labels}view" not in edit["metadata"]["labels"]  # viewers never write
+    assert {v for r in view["rules"] for v in r["verbs"]} == {"get", "list", "watch"}
+    assert "create" in {v for r in edit["rules"] for v in r["verbs"]}
+    assert not find(
+        render({"rbac.aggregateToDefaultRoles": "false"}), "ClusterRole", "rel-baton-streamapps-view"
+    )
+
+
+def test_the_service_monitor_keeps_the_apps_namespace_label() -> None:
+    monitor = one(render({"metrics.serviceMonitor.enabled": "true"}), "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True

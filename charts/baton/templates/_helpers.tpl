@@ -43,12 +43,21 @@ app.kubernetes.io/component: operator
 {{- default (include "baton.fullname" .) .Values.operator.leaderElection.leaseName }}
 {{- end }}
 
+{{- /* repository@digest when a digest is given (what a signed release pins), else repository:tag */ -}}
 {{- define "baton.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
 {{- end }}
 
 {{- define "baton.compactorImage" -}}
+{{- if .Values.compactorImage.digest }}
+{{- printf "%s@%s" .Values.compactorImage.repository .Values.compactorImage.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.compactorImage.repository (default .Chart.AppVersion .Values.compactorImage.tag) }}
+{{- end }}
 {{- end }}
 
 {{- define "baton.clusterWide" -}}
