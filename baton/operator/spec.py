@@ -130,15 +130,30 @@ class ResourcesSpec(_Model):
     limits: dict[str, int | str] | None = None
 
 
+class ServiceAccountTemplate(_Model):
+    """The workers' account: an existing one (``name``), or the operator's with these metadata."""
+
+    name: str | None = None
+    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
 class PodTemplateSpec(_Model):
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     env: list[dict[str, Any]] = Field(default_factory=list)
+    env_from: list[dict[str, Any]] = Field(default_factory=list)
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[dict[str, Any]] = Field(default_factory=list)
     affinity: dict[str, Any] | None = None
     priority_class_name: str | None = None
     image_pull_secrets: list[SecretRef] = Field(default_factory=list)
+    volumes: list[dict[str, Any]] = Field(default_factory=list)
+    volume_mounts: list[dict[str, Any]] = Field(default_factory=list)
+    sidecars: list[dict[str, Any]] = Field(default_factory=list)
+    init_containers: list[dict[str, Any]] = Field(default_factory=list)
+    topology_spread_constraints: list[dict[str, Any]] = Field(default_factory=list)
+    service_account: ServiceAccountTemplate = Field(default_factory=ServiceAccountTemplate)
 
 
 class RackSpec(_Model):

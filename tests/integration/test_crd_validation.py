@@ -253,6 +253,68 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
         ["spec.rack.topologyKey", "must be a Node label key like topology.kubernetes.io/zone"],
     ),
     (
+        "mount-of-no-volume",
+        _spec(podTemplate={"volumeMounts": [{"name": "certs", "mountPath": "/certs"}]}),
+        ["spec.podTemplate.volumeMounts entries must each name a volume of spec.podTemplate.volumes"],
+    ),
+    (
+        "volume-named-like-the-operators",
+        _spec(podTemplate={"volumes": [{"name": "state", "emptyDir": {}}]}),
+        ["spec.podTemplate.volumes must not use the names state, tmp"],
+    ),
+    (
+        "volume-names-twice",
+        _spec(podTemplate={"volumes": [{"name": "a", "emptyDir": {}}, {"name": "a", "emptyDir": {}}]}),
+        ["spec.podTemplate.volumes must have distinct names"],
+    ),
+    (
+        "mount-over-the-state",
+        _spec(
+            podTemplate={
+                "volumes": [{"name": "x", "emptyDir": {}}],
+                "volumeMounts": [{"name": "x", "mountPath": "/var/lib/baton/rocks"}],
+            }
+        ),
+        ["must not mount over /tmp or /var/lib/baton"],
+    ),
+    (
+        "sidecar-named-worker",
+        _spec(podTemplate={"sidecars": [{"name": "worker", "image": "busybox"}]}),
+        ["spec.podTemplate.sidecars and initContainers must not be named worker"],
+    ),
+    (
+        "sidecar-and-init-share-a-name",
+        _spec(
+            podTemplate={
+                "sidecars": [{"name": "proxy", "image": "p"}],
+                "initContainers": [{"name": "proxy", "image": "p"}],
+            }
+        ),
+        ["spec.podTemplate.sidecars and initContainers must all have distinct names"],
+    ),
+    (
+        "sidecar-without-image",
+        _spec(podTemplate={"sidecars": [{"name": "proxy"}]}),
+        ["spec.podTemplate.sidecars[0].image: Required value"],
+    ),
+    (
+        "envfrom-both-refs",
+        _spec(podTemplate={"envFrom": [{"configMapRef": {"name": "a"}, "secretRef": {"name": "b"}}]}),
+        ["spec.podTemplate.envFrom entries must each name exactly one of configMapRef and secretRef"],
+    ),
+    (
+        "named-account-with-annotations",
+        _spec(podTemplate={"serviceAccount": {"name": "mine", "annotations": {"a": "b"}}}),
+        ["spec.podTemplate.serviceAccount takes either name"],
+    ),
+    (
+        "spread-without-key",
+        _spec(
+            podTemplate={"topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]}
+        ),
+        ["topologyKey: Required value"],
+    ),
+    (
         "placement-and-pod-affinity",
         _spec(placement={"antiAffinity": "Required"}, podTemplate={"affinity": {"nodeAffinity": {}}}),
         ["spec.placement", "must keep its defaults when spec.podTemplate.affinity is set"],

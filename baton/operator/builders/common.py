@@ -59,4 +59,5 @@ def color_name(app: StreamApp, color: Color) -> str:
 
 
 def service_account_name(app: StreamApp) -> str:
-    return f"{app.name}-worker"
+    """The account the workers run as: ``podTemplate.serviceAccount.name``, or the operator's."""
+    return app.spec.pod_template.service_account.name or f"{app.name}-worker"

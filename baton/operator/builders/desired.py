@@ -79,7 +79,8 @@ def desired_objects(
     Service, PDB, StatefulSet; then the compactor's ServiceAccount, Role, RoleBinding and CronJob
     or ScheduledSparkApplication (suspended while a flip is in progress)."""
     runs = runs or color_runs(app, None)
-    objects: list[dict[str, Any]] = [service_account(app)]
+    account = service_account(app)
+    objects: list[dict[str, Any]] = [] if account is None else [account]
     if any(zone_aware((runs.get(c) or ColorRun(app)).app) for c in app.colors):
         objects.append(node_reader_binding(app, node_reader_role))
     for color in app.colors:

@@ -10,10 +10,20 @@ from baton.operator.builders.common import metadata, service_account_name
 from baton.operator.spec import StreamApp
 
 
-def service_account(app: StreamApp) -> dict[str, Any]:
+def service_account(app: StreamApp) -> dict[str, Any] | None:
+    """The operator's account for the workers, with ``podTemplate.serviceAccount``'s annotations
+    and labels (cloud identities: IRSA, Workload Identity); None when the Pods run as an account
+    the user names, which the operator neither makes nor changes."""
+    template = app.spec.pod_template.service_account
+    if template.name:
+        return None
+    meta = metadata(app, service_account_name(app))
+    meta["labels"] = {**template.labels, **meta["labels"]}
+    if template.annotations:
+        meta["annotations"] = dict(template.annotations)
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": metadata(app, service_account_name(app)),
+        "metadata": meta,
         "automountServiceAccountToken": False,
     }

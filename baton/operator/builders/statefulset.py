@@ -111,6 +111,15 @@ def kafka_secret_volumes(app: StreamApp) -> tuple[list[dict[str, Any]], list[dic
     return access.volumes, access.mounts
 
 
+def _own_container(container: dict[str, Any]) -> dict[str, Any]:
+    """A sidecar or init container of ``podTemplate``, with the worker's securityContext under
+    its own: Pod Security "restricted" refuses a Pod if any container leaves it out."""
+    return {
+        **container,
+        "securityContext": {**container_security_context(), **(container.get("securityContext") or {})},
+    }
+
+
 def pod_template(app: StreamApp, color: Color, generation: int = 0) -> dict[str, Any]:
     spec = app.spec
     tpl = spec.pod_template
@@ -131,6 +140,9 @@ def pod_template(app: StreamApp, color: Color, generation: int = 0) -> dict[str,
     }
     if spec.resources is not None:
         container["resources"] = spec.resources.model_dump(exclude_none=True)
+    if tpl.env_from:
+        container["envFrom"] = [dict(e) for e in tpl.env_from]
+    container["volumeMounts"] = mounts + [dict(m) for m in tpl.volume_mounts]
     pod_spec: dict[str, Any] = {
         "serviceAccountName": service_account_name(app),
         # Workers talk to the Kubernetes API only to read their Node's zone (spec.rack), with the
@@ -138,9 +150,16 @@ def pod_template(app: StreamApp, color: Color, generation: int = 0) -> dict[str,
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": spec.worker.shutdown_grace_seconds + 10,
         "securityContext": pod_security_context(),
-        "containers": [container],
-        "volumes": volumes,
+        "containers": [container, *(_own_container(c) for c in tpl.sidecars)],
+        "volumes": volumes + [dict(v) for v in tpl.volumes],
     }
+    if tpl.init_containers:
+        pod_spec["initContainers"] = [_own_container(c) for c in tpl.init_containers]
+    if tpl.topology_spread_constraints:
+        pod_spec["topologySpreadConstraints"] = [
+            {"labelSelector": {"matchLabels": selector_labels(app, color)}, **c}
+            for c in tpl.topology_spread_constraints
+        ]
     # spec.podTemplate.affinity replaces what spec.placement builds (the CRD refuses both at once)
     affinity = tpl.affinity if tpl.affinity is not None else placement_affinity(app, color)
     if affinity is not None:
