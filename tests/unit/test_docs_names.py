@@ -88,7 +88,9 @@ def test_streamapp_fields_named_exist(doc: Path) -> None:
     known = _spec_paths(_crd_spec())
     named = set(SPEC_PATH.findall(doc.read_text())) - NOT_STREAMAPP
     unknown = sorted(p for p in named if p not in known)
-    assert not unknown, f"{doc.name} names StreamApp fields the CRD does not have: {['spec.' + p for p in unknown]}"
+    assert not unknown, (
+        f"{doc.name} names StreamApp fields the CRD does not have: {['spec.' + p for p in unknown]}"
+    )
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=_ids(DOCS))
