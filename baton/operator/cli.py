@@ -15,7 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
-from baton.operator import handlers, leader, rbac
+from baton.operator import access, handlers, leader, rbac
 from baton.operator.builders import desired_objects
 from baton.operator.builders.rack import DEFAULT_NODE_READER_ROLE
 from baton.operator.constants import API_VERSION, KIND
@@ -135,6 +135,10 @@ def operator(  # noqa: PLR0917 (one parameter per click option)
     port = serve_from_env()  # before the election: a follower reports baton_operator_leader 0
     if port is not None:
         logging.getLogger(__name__).info(f"metrics on :{port}/metrics")
+    if namespaces:  # a namespace the RBAC does not cover: say so and stop, before anything runs
+        lacking = access.check(Kube.connect().dynamic.client, list(namespaces))
+        if lacking:
+            raise click.ClickException(access.refusal(lacking))
     if not standalone:
         kube = Kube.connect()
         leader.wait_until_leader(kube.dynamic.client, lease, where, leader.identity(), timing, liveness)

@@ -62,6 +62,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, as the kubelet would; killed if it does not end in 30 s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def operator_args_from_deployment(deployment: dict[str, Any], health_port: int) -> list[str]:
     """The installed container's args, with the liveness endpoint moved to a free local port."""
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
@@ -129,11 +138,7 @@ def test_install_run_reconcile_upgrade_uninstall(
         assert not refused_calls(text), text[-3000:]
         kubectl("delete", "sapp", "click-counter", "-n", namespace, "--timeout=60s")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop(proc)
 
     # Upgrade: new values reach the Deployment, the CRD is left alone.
     crd_rv = get_json(kubectl, "crd", "streamapps.baton.dev")["metadata"]["resourceVersion"]
@@ -217,3 +222,57 @@ def test_cluster_wide_install_and_uninstall(
         assert try_get_json(kubectl, kind, full) is None, f"{kind}/{full} left behind"
     assert try_get_json(kubectl, "clusterrole", f"{full}-streamapps-view") is None
     wait_for("view without StreamApps again", lambda: not can("viewer", "list"), 30)
+
+
+def test_a_namespaced_operator_manages_its_namespaces_and_refuses_another(
+    helm: Helm, release: str, kubectl: KubectlFn, namespace: str, tmp_path: Path
+) -> None:
+    """The chart with watchNamespaces [this, second]: the operator, as the chart's account, runs
+    apps in both; told to watch a third as well, it stops at once and says what is missing."""
+    second, third = f"{namespace}-2"[:63], f"{namespace}-3"[:63]
+    for ns in (second, third):
+        kubectl("create", "namespace", ns)
+    try:
+        helm.install(
+            release,
+            namespace,
+            f"operator.watchNamespaces={{{namespace},{second}}}",
+            "operator.kafka=false",
+            "operator.replicas=1",
+        )
+        full = f"{release}-baton"
+        dep = get_json(kubectl, "deployment", full, "-n", namespace)
+        sa_config = service_account_kubeconfig(
+            kubectl, helm.kube, namespace, full, tmp_path / "sa.kubeconfig"
+        )
+        env = {**os.environ, "KUBECONFIG": str(sa_config), "PYTHONUNBUFFERED": "1"}
+        args = operator_args_from_deployment(dep, free_port())
+
+        refused = subprocess.run(
+            [str(BATON), *args, f"--namespace={third}"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert refused.returncode != 0, refused.stderr
+        assert f"does not cover namespace(s) {third}" in refused.stderr, refused.stderr
+        assert "list streamapps.baton.dev" in refused.stderr and "operator.watchNamespaces" in refused.stderr
+        assert f"namespace(s) {third} (" in refused.stderr and f"{namespace} (" not in refused.stderr
+
+        log = tmp_path / "operator.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen([str(BATON), *args], stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            for ns in (namespace, second):
+                apply(kubectl, example_manifest(ns, replicas=1, standbyReplicas=0))
+            for ns in (namespace, second):
+                wait_for(
+                    f"the blue StatefulSet in {ns}",
+                    lambda n=ns: try_get_json(kubectl, "statefulset", "click-counter-blue", "-n", n),  # type: ignore[misc]
+                    timeout=60,
+                )
+            assert proc.poll() is None and not refused_calls(log.read_text()), log.read_text()[-3000:]
+            for ns in (namespace, second):
+                kubectl("delete", "sapp", "click-counter", "-n", ns, "--timeout=60s")
+        finally:
+            _stop(proc)
+    finally:
+        for ns in (second, third):
+            kubectl("delete", "namespace", ns, "--wait=false", check=False)
