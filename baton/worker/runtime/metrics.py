@@ -49,6 +49,13 @@ class Metrics:
         self.restore_seconds = Counter(
             "baton_restore_seconds", "Time spent restoring tasks before activation", ["task"], registry=r
         )
+        self.restore_remaining = Gauge(
+            "baton_restore_remaining_records",
+            "Changelog records a restoring store has yet to apply (its changelog end at the "
+            "restore's start minus its position); 0 once the task is active",
+            ["task", "store"],
+            registry=r,
+        )
         self.standby_records = Counter(
             "baton_standby_records",
             "Changelog records applied to standby stores",

@@ -241,6 +241,8 @@ class TaskManager:
             if held:
                 self._consumer.pause(held)
             self._metrics.restores_completed.labels(str(task.id)).inc()
+            for job in restore.jobs:
+                self._metrics.restore_remaining.labels(str(task.id), job.store_name).set(0)
             seconds = (restore.finished or time.monotonic()) - restore.started
             self._metrics.restore_seconds.labels(str(task.id)).inc(seconds)
             log.info(

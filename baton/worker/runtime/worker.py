@@ -60,6 +60,7 @@ from baton.worker.runtime.metrics import CopyLag, Metrics
 from baton.worker.runtime.producer import Output
 from baton.worker.runtime.purge import RepartitionPurge
 from baton.worker.runtime.queries import Answer, Placement, Queries, QueryError, StoreReader, advertised
+from baton.worker.runtime.restore_progress import RestoreProgress
 from baton.worker.runtime.synchronize import synchronized
 from baton.worker.runtime.task import Message, Task, run_end
 from baton.worker.runtime.task_manager import TaskManager
@@ -109,6 +110,7 @@ class Worker:
         self.eos = config.processing_guarantee is ProcessingGuarantee.EXACTLY_ONCE_V2
         self.app_dir = config.state_dir / self.app
         self.metrics = Metrics(self.app)
+        self.restore_progress = RestoreProgress()  # the restore thread's, through _restore_progress
         self.topic_to_sub = source_topics(topology, self.app)
         self._stop = threading.Event()
         self._failed: BaseException | None = None
@@ -696,7 +698,13 @@ class Worker:
         if job.standby:
             self.metrics.standby_records.labels(str(job.task), job.store_name).inc(count)
         elif not job.done:
-            self.metrics.restored.labels(str(job.task), job.store_name).inc(count)
+            task, store = str(job.task), job.store_name
+            self.metrics.restored.labels(task, store).inc(count)
+            remaining = max(0, job.end - job.position) if job.position >= 0 else max(0, job.end - job.start)
+            self.metrics.restore_remaining.labels(task, store).set(remaining)
+            line = self.restore_progress.update(task, store, job.start, count, remaining)
+            if line is not None:
+                log.info("restore progress", extra=line)
 
     def _on_revoke(self, partitions: list[tuple[str, int]]) -> None:
         """Commit, then close the revoked tasks: the membership rejoins, and the next owner starts, after this."""
