@@ -95,8 +95,10 @@ def test_restore_replays_only_the_tail_and_everything_after_a_wipe(
     # what was left to restore, per store: set while it ran, 0 once the task is active
     wait_for(
         "the remaining-records gauge at 0",
-        lambda: "baton_restore_remaining_records{" in a.http("/metrics", a.port())[1]
-        and a.metric("baton_restore_remaining_records") == 0,
+        lambda: (
+            "baton_restore_remaining_records{" in a.http("/metrics", a.port())[1]
+            and a.metric("baton_restore_remaining_records") == 0
+        ),
         30,
     )
     run_batch(a, 3500, 100, 50)
