@@ -66,6 +66,10 @@ def spark_operator_dir() -> Path:
     return paths.tool_dir("spark-operator", versions.SPARK_OPERATOR)
 
 
+def promtool_dir() -> Path:
+    return paths.tool_dir("promtool", versions.PROMETHEUS)
+
+
 def actionlint_dir() -> Path:
     return paths.tool_dir("actionlint", versions.ACTIONLINT)
 
@@ -265,6 +269,12 @@ def build_helm() -> Path:
 def build_minio() -> Path:
     """MinIO, the S3-compatible server the snapshot store tests write to and restore from."""
     return _go_install("minio", "github.com/minio/minio", versions.MINIO, minio_dir())
+
+
+def build_promtool() -> Path:
+    """promtool: checks the chart's alert rules and runs their unit tests (tests/unit/test_alert_rules.py)."""
+    package = "github.com/prometheus/prometheus/cmd/promtool"
+    return _go_install("promtool", package, versions.PROMETHEUS, promtool_dir())
 
 
 def build_actionlint() -> Path:

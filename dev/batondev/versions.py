@@ -24,3 +24,6 @@ CRI_TOOLS = "v1.34.0"
 # The Kubeflow Spark Operator (compaction runner SparkOperator): its controller built from the Go
 # module proxy, installed in the stack's cluster from the chart the module carries.
 SPARK_OPERATOR = "v2.3.0"
+# promtool (checks and unit-tests the chart's alert rules with Prometheus' own engine); Prometheus
+# 3's module version (v0.3xx.y is Prometheus 3.xx.y).
+PROMETHEUS = "v0.316.0"
