@@ -451,7 +451,7 @@ def test_bluegreen_to_rolling_only_while_blue_is_active(
         assert "spec.upgrade.strategy can change from BlueGreen to Rolling only while blue is active" in (
             refused.stderr
         )
-        assert "baton flip <name> --to blue" in refused.stderr
+        assert "baton flip <name> --to blue --bootstrap-servers <kafka>" in refused.stderr
     status("blue", "Deploying")
     allowed = to_rolling()
     assert allowed.returncode == 0, allowed.stderr
