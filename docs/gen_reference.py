@@ -1,8 +1,10 @@
-"""Generate docs/reference/streamapp.md from the StreamApp CRD's OpenAPI schema.
+"""Generate docs/reference/streamapp.md from the StreamApp CRD's OpenAPI schema, and the chart's copy of the CRD.
 
 The CRD (crds/streamapps.baton.dev.yaml) is the source of truth for fields, defaults and
-validation; the reference is derived from it so the two cannot disagree.
-tests/unit/test_docs_reference.py fails when the committed page is stale:
+validation; the reference is derived from it so the two cannot disagree. The chart ships a
+copy in charts/baton/crds/ (a file, not a link: helm warns on every render about a link, and
+a packaged chart must hold the file). tests/unit/test_docs_reference.py and
+tests/unit/test_chart_render.py fail when either is stale:
 
     python docs/gen_reference.py
 """
@@ -20,6 +22,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 CRD = REPO / "crds" / "streamapps.baton.dev.yaml"
 OUT = REPO / "docs" / "reference" / "streamapp.md"
+CHART_CRD = REPO / "charts" / "baton" / "crds" / "streamapps.baton.dev.yaml"
 
 
 def _type(schema: dict[str, Any]) -> str:
@@ -149,6 +152,9 @@ def main() -> None:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(render())
     sys.stdout.write(f"wrote {OUT}\n")
+    CHART_CRD.unlink(missing_ok=True)  # a link left by an older checkout is replaced by the file
+    CHART_CRD.write_bytes(CRD.read_bytes())
+    sys.stdout.write(f"wrote {CHART_CRD}\n")
 
 
 if __name__ == "__main__":
