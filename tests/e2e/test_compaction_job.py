@@ -273,11 +273,11 @@ def _run_the_cronjob(kubectl: KubectlFn, namespace: str) -> dict[str, Any]:
 
 
 def _run_on_schedule(kubectl: KubectlFn, namespace: str) -> dict[str, Any]:
-    """The StreamApp's schedule moved to the coming minute (at least 40 s away, so the operator
+    """The StreamApp's schedule moved to the coming minute (at least 20 s away, so the operator
     has passed it on and the Spark Operator computed its next run from it); the run that starts
     then, to its end; the driver Pod Spark created for it."""
     name = compactor_name({"metadata": {"name": APP}})
-    at = datetime.now(UTC) + timedelta(seconds=100)  # a minute from 40 to 100 s away
+    at = datetime.now(UTC) + timedelta(seconds=80)  # a minute from 20 to 80 s away
     schedule = f"{at.minute} {at.hour} * * *"
     # the StreamApp's schedule is what the operator writes into the ScheduledSparkApplication
     kubectl(

@@ -139,8 +139,14 @@ def test_failover_restores_the_tail_with_a_standby_and_everything_without(  # no
             if KEYS // PARTITIONS > 10_000:  # a changelog partition is longer than acceptable.recovery.lag
                 # the promoted tasks' new standbys start from nothing: not counted caught up yet
                 assert after_kill.caught_up < PARTITIONS, after_kill
-            else:  # a member with no state is within the acceptable lag of so short a changelog
-                assert after_kill.caught_up == PARTITIONS, after_kill
+            else:
+                # Every task the victim neither ran nor held a standby of keeps its caught-up
+                # standby. The new standbys of the others start from nothing: whether the last
+                # rebalance already counted them caught up depends on how long their changelog
+                # partition is against acceptable.recovery.lag (write-cache flushes vary it),
+                # so they are not counted either way (this was == 12, and read 11 twice under load).
+                replaced = set(moved) | {p for p, holder in holders.items() if holder == victim}
+                assert after_kill.caught_up >= PARTITIONS - len(replaced), (after_kill, sorted(replaced))
 
         changelog_records = read_all(kafka_bootstrap, changelog)
         promoted = 0
