@@ -225,7 +225,7 @@ class Cluster:
             owned.update(owned_tasks(members))
             for name, w in self.workers.items():
                 hosted = hosted_standbys(w)
-                lag = labelled_metric(w, "baton_standby_lag")
+                lag = labelled_metric(w, "baton_standby_lag_records")
                 if len(lag) != len(hosted) or any(v > CAUGHT_UP for v in lag.values()):
                     why[0] = f"{name}: standbys {sorted(hosted)} lag {lag}"
                     return False

@@ -83,8 +83,15 @@ def families() -> list[Family]:
     from baton.operator.metrics import OperatorMetrics
     from baton.worker.processes.scrape import ChildrenCollector
     from baton.worker.runtime.metrics import Metrics
+    from baton.worker.runtime.store_metrics import StoreMetrics
+    from baton.worker.state.stores import ROCKSDB_STATS, MemoryStore
+
+    class _Sized(MemoryStore):
+        def stats(self) -> dict[str, int]:
+            return dict.fromkeys(ROCKSDB_STATS, 1)
 
     out = _wrapped("worker", Metrics("app"))
+    out += _sampled("worker", StoreMetrics(lambda: [("0_0", "counts", "active", _Sized())]).collect())
     out += _sampled("worker pod (`--processes`)", ChildrenCollector(list).collect())
     out += _wrapped("operator", OperatorMetrics())
     compaction = text_string_to_metric_families(prometheus_text(_compaction_report(), "a"))

@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -120,7 +120,7 @@ class OperatorMetrics:
             registry=r,
         )
         self.app_lag = Gauge(
-            "baton_operator_app_lag",
+            "baton_operator_app_lag_records",
             "Consumer lag of the active color, as the operator last read it",
             ["namespace", "name"],
             registry=r,
@@ -163,6 +163,8 @@ class OperatorMetrics:
         """Count and time one reconciliation; an exception counts as an error and propagates."""
         start = time.monotonic()
         result = "error"
+        self.reconciles.labels(namespace, "ok")
+        self.reconciles.labels(namespace, "error")  # from 0, so rate() sees the first one
         try:
             yield
             result = "ok"
@@ -180,6 +182,10 @@ class OperatorMetrics:
 
     def observe_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Per-app gauges from the status the operator just wrote."""
+        for deploy_outcome in get_args(DeployOutcome):  # from 0, so increase() sees the first one
+            self.deploys.labels(namespace, name, deploy_outcome)
+        for flip_outcome in get_args(FlipOutcome):
+            self.flips.labels(namespace, name, flip_outcome)
         phase = str(status.get("phase") or "Pending")
         for known in {*PHASES, phase}:
             self.app_phase.labels(namespace, name, known).set(1 if known == phase else 0)

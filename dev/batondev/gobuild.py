@@ -70,6 +70,10 @@ def promtool_dir() -> Path:
     return paths.tool_dir("promtool", versions.PROMETHEUS)
 
 
+def prometheus_dir() -> Path:
+    return paths.tool_dir("prometheus", versions.PROMETHEUS)
+
+
 def actionlint_dir() -> Path:
     return paths.tool_dir("actionlint", versions.ACTIONLINT)
 
@@ -275,6 +279,14 @@ def build_promtool() -> Path:
     """promtool: checks the chart's alert rules and runs their unit tests (tests/unit/test_alert_rules.py)."""
     package = "github.com/prometheus/prometheus/cmd/promtool"
     return _go_install("promtool", package, versions.PROMETHEUS, promtool_dir())
+
+
+def build_prometheus() -> Path:
+    """The Prometheus server (no web UI assets: its API is what the tests query), scraping the
+    operator and workers as the chart's monitors declare (tests/e2e/test_prometheus.py). Built
+    after promtool, it reuses most of promtool's compiled packages from Go's build cache."""
+    package = "github.com/prometheus/prometheus/cmd/prometheus"
+    return _go_install("prometheus", package, versions.PROMETHEUS, prometheus_dir())
 
 
 def build_actionlint() -> Path:

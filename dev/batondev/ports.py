@@ -35,6 +35,7 @@ KUBELET_HEALTHZ = BASE + 51
 KUBE_PROXY_HEALTHZ = BASE + 52
 KUBE_PROXY_METRICS = BASE + 53
 COREDNS_HEALTH = BASE + 54
+PROMETHEUS = BASE + 60  # a test's Prometheus server (dev/batondev/prometheus.py), its HTTP API
 
 
 @functools.cache

@@ -1,5 +1,6 @@
 """``dev/stack``: install and run Baton's local stack (Kafka, Kubernetes control plane, helm, Spark, MinIO),
-and install actionlint, the workflow linter, and promtool, the alert rules' checker, that the tests run.
+and install actionlint, the workflow linter, and Prometheus with promtool, the alert rules' checker, that the
+tests run.
 
 Every subcommand is idempotent: ``up`` twice is harmless, ``down`` leaves the caches.
 """
@@ -16,7 +17,7 @@ import click
 from . import gobuild, kafka, kube, node, objectstore, oidc, paths, ports, procs, spark, tls
 from .requirements import MissingTool
 
-COMPONENTS = ("kafka", "kube", "node", "helm", "spark", "s3", "actionlint", "promtool")
+COMPONENTS = ("kafka", "kube", "node", "helm", "spark", "s3", "actionlint", "prometheus")
 
 
 def up_components(components: tuple[str, ...] | list[str], *, fresh: bool = False) -> dict[str, float]:
@@ -45,8 +46,9 @@ def up_components(components: tuple[str, ...] | list[str], *, fresh: bool = Fals
             spark.s3a_install()
         elif comp == "actionlint":
             gobuild.build_actionlint()
-        elif comp == "promtool":
+        elif comp == "prometheus":
             gobuild.build_promtool()
+            gobuild.build_prometheus()  # after promtool: Go's build cache holds most of its packages
         spent[comp] = time.monotonic() - started
     return spent
 
@@ -82,8 +84,8 @@ def main() -> None:
     kube-controller-manager, kube-scheduler, kubectl, one node (containerd, kubelet, kube-proxy,
     CoreDNS: `node`), helm, the Spark Kafka connector, a
     standalone Spark cluster (a master, two workers) and MinIO (S3) with Hadoop's S3A jars;
-    `actionlint` and `promtool` install the workflow linter and the alert rules' checker
-    (nothing runs)."""
+    `actionlint` and `prometheus` install the workflow linter, and Prometheus and promtool, which
+    tests start and run with the chart's monitors and alerts."""
 
 
 @main.command()

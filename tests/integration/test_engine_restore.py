@@ -102,6 +102,14 @@ def test_restore_replays_only_the_tail_and_everything_after_a_wipe(
         30,
     )
     run_batch(a, 3500, 100, 50)
+    # the stores' sizes as RocksDB reports them: 50 users over the 4 active tasks' stores
+    metrics = a.http("/metrics", a.port())[1]
+    assert 'baton_store_estimated_keys{role="active",store="user-counts-store",task="0_' in metrics
+    assert a.metric("baton_store_estimated_keys") >= 50
+    assert a.metric("baton_store_block_cache_capacity_bytes") > 0
+    # end-to-end latency: one observation per task and commit, from record time to a durable output
+    assert a.metric("baton_e2e_latency_seconds_count") > 0
+    assert a.metric("baton_e2e_latency_seconds_sum") > 0
     assert a.stop() == 0
 
     # 4. A's state dir wiped: it restores the whole changelog and goes on with the same counts

@@ -103,7 +103,7 @@ def test_failover_restores_the_tail_with_a_standby_and_everything_without(  # no
 
             def placed() -> bool:
                 hosted = {name: hosted_standbys(w) for name, w in workers.items()}
-                lag = {name: labelled_metric(w, "baton_standby_lag") for name, w in workers.items()}
+                lag = {name: labelled_metric(w, "baton_standby_lag_records") for name, w in workers.items()}
                 return (
                     sorted(p for ps in hosted.values() for p in ps) == list(range(PARTITIONS))
                     and not any(set(hosted[n]) & set(owned.get(n, [])) for n in workers)

@@ -80,7 +80,7 @@ def _placement(workers: dict[str, WorkerProcess]) -> tuple[dict[int, str], dict[
     if any(active_of[p] == standby_of[p] for p in range(PARTITIONS)):
         return None
     for name, w in workers.items():
-        lag = labelled_metric(w, "baton_standby_lag")
+        lag = labelled_metric(w, "baton_standby_lag_records")
         if (
             hosted_standbys(w) != got[name]["standby"]
             or len(lag) != len(got[name]["standby"])

@@ -31,12 +31,12 @@ APP_LABELS = {"namespace": APP_NS, "name": "clicks"}
 # alert -> (input series, minutes to evaluate at, labels of the firing alert besides severity)
 CASES: dict[str, tuple[list[tuple[str, str]], int, dict[str, str]]] = {
     "BatonConsumerLagHigh": (
-        [(f'baton_consumer_lag{{{WORKER},topic="clicks",partition="0"}}', "20000x20")],
+        [(f'baton_consumer_lag_records{{{WORKER},topic="clicks",partition="0"}}', "20000x20")],
         15,
         WORKER_LABELS,
     ),
     "BatonStandbyLagHigh": (
-        [(f'baton_standby_lag{{{WORKER},task="0_0",store="counts"}}', "60000x30")],
+        [(f'baton_standby_lag_records{{{WORKER},task="0_0",store="counts"}}', "60000x30")],
         20,
         WORKER_LABELS,
     ),
@@ -171,7 +171,10 @@ def test_an_alert_does_not_fire_below_its_threshold(tmp_path: Path) -> None:
     quiet = {
         "interval": "1m",
         "input_series": [
-            {"series": f'baton_consumer_lag{{{WORKER},topic="clicks",partition="0"}}', "values": "10x20"},
+            {
+                "series": f'baton_consumer_lag_records{{{WORKER},topic="clicks",partition="0"}}',
+                "values": "10x20",
+            },
             {"series": f"baton_operator_app_stalled{{{OPERATOR}}}", "values": "0x10"},
         ],
         "alert_rule_test": [

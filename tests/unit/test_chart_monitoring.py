@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from baton.operator.metrics import ENV_PORT, OperatorMetrics, serve_from_env
 from baton.worker.runtime.metrics import Metrics
+from baton.worker.runtime.store_metrics import StoreMetrics
 from tests.support.helm import CHART, one, render
 
 pytestmark = pytest.mark.unit
@@ -46,7 +47,9 @@ def exported_names(registry: CollectorRegistry) -> set[str]:
 
 
 def known_metrics() -> set[str]:
-    return exported_names(Metrics("app").registry) | exported_names(OperatorMetrics().registry)
+    worker = Metrics("app").registry
+    worker.register(StoreMetrics(list))  # as the worker does: the stores' sizes, read at scrape time
+    return exported_names(worker) | exported_names(OperatorMetrics().registry)
 
 
 def referenced(text: str) -> set[str]:
@@ -81,8 +84,8 @@ def test_alerts_and_dashboard_use_only_exported_metrics() -> None:
     assert referenced(dashboard) - known == set()
     # Each alert topic is backed by its metric.
     for name in (
-        "baton_consumer_lag",
-        "baton_standby_lag",
+        "baton_consumer_lag_records",
+        "baton_standby_lag_records",
         "baton_dlq_records_total",
         "baton_operator_flips_total",
         "baton_restored_records_total",
@@ -151,7 +154,7 @@ def test_operator_metrics_count_time_and_track_phase() -> None:
     assert get("baton_operator_app_ready", phase) == 1
     assert get("baton_operator_app_stalled", phase) == 1, "PodsFailing is Stalled whatever the phase"
     assert get("baton_operator_app_standby_ready", phase) == 0
-    assert get("baton_operator_app_lag", phase) == 12
+    assert get("baton_operator_app_lag_records", phase) == 12
     m.forget("apps", "clicks")
     assert get("baton_operator_app_phase", {**phase, "phase": "Stable"}) is None
     assert get("baton_operator_app_ready", phase) is None

@@ -10,6 +10,9 @@ from baton.worker.assignment.wire import Roles
 from baton.worker.naming import TaskId
 from baton.worker.state.restore import RestoreJob
 
+# where a record can fail (the dead-letter header's stage, runtime/producer.py)
+DEAD_LETTER_STAGES = ("deserialize", "process", "produce")
+
 
 class Metrics:
     def __init__(self, application_id: str) -> None:
@@ -37,6 +40,14 @@ class Metrics:
             registry=r,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
+        self.e2e_latency = Histogram(
+            "baton_e2e_latency_seconds",
+            "Per task and commit: from the oldest input record's timestamp to the commit that "
+            "made its output durable (with exactly-once, visible to read_committed consumers)",
+            ["task"],
+            registry=r,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800),
+        )
         self.commit_failures = Counter(
             "baton_commit_failures", "Commits that failed and were rolled back", registry=r
         )
@@ -63,13 +74,13 @@ class Metrics:
             registry=r,
         )
         self.standby_lag = Gauge(
-            "baton_standby_lag",
+            "baton_standby_lag_records",
             "Changelog end minus a standby store's checkpoint (offsets)",
             ["task", "store"],
             registry=r,
         )
         self.warmup_lag = Gauge(
-            "baton_warmup_lag",
+            "baton_warmup_lag_records",
             "Changelog end minus a warmup store's checkpoint (offsets): a copy the assignor "
             "builds here to move the task's active here once it is within acceptable.recovery.lag",
             ["task", "store"],
@@ -96,11 +107,15 @@ class Metrics:
             "baton_rebalances", "Rebalance callbacks (assign, revoke, lost)", ["kind"], registry=r
         )
         self.lag = Gauge(
-            "baton_consumer_lag", "High watermark minus position", ["topic", "partition"], registry=r
+            "baton_consumer_lag_records", "High watermark minus position", ["topic", "partition"], registry=r
         )
         self.ready = Gauge("baton_ready", "1 when every assigned task is restored and active", registry=r)
         self.info = Gauge("baton_worker_info", "Worker identity", ["application_id"], registry=r)
         self.info.labels(application_id).set(1)
+        # Series a rate() or an alert reads exist from the start at 0, not from the first event:
+        # an alert on a rate then sees the first dead-lettered record as an increase.
+        for stage in DEAD_LETTER_STAGES:
+            self.dlq.labels(stage)
 
 
 class CopyLag:

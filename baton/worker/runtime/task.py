@@ -8,6 +8,7 @@ durable. That keeps the processing path testable with plain objects.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -99,6 +100,7 @@ class Task:
         global_stores: Mapping[str, KeyValueStore] | None = None,
         send_covered: Send | None = None,
         fuse_aggregations: bool = True,
+        on_latency: Callable[[float], None] | None = None,
     ) -> None:
         """``fuse_aggregations=False`` keeps every record on the general path: the reference
         ``runtime/fused.py`` and ``TaskStore.forward_serialized`` are tested against."""
@@ -166,8 +168,14 @@ class Task:
         self.positions: dict[str, int] = {}
         self.committed: dict[str, int] = {}
         self.processed_since_commit = 0
-        # positions and stream time as of the commit in flight (``begin_commit``)
-        self._committing: tuple[dict[str, int], int] | None = None
+        # The end-to-end latency: the oldest record timestamp (ms) processed since the last
+        # commit began, observed when that commit succeeds (``committed_ok``). Read once per
+        # run of records, not per record: a run's first record is its oldest but for
+        # producers' out-of-order timestamps, which the figure then slightly understates.
+        self._on_latency = on_latency
+        self._oldest: int | None = None
+        # positions, stream time and oldest record as of the commit in flight (``begin_commit``)
+        self._committing: tuple[dict[str, int], int, int | None] | None = None
 
     @property
     def input_topics(self) -> list[str]:
@@ -197,6 +205,8 @@ class Task:
         """
         stop = len(messages) if end is None else end
         first = messages[start]
+        if self._oldest is None:
+            self._oldest = first.timestamp()[1]
         topic = first.topic()
         assert topic is not None
         source = self._sources[topic]
@@ -336,7 +346,8 @@ class Task:
         """
         for store in self.stores.values():
             store.begin_commit()
-        self._committing = (dict(self.positions), self.stream_time)
+        self._committing = (dict(self.positions), self.stream_time, self._oldest)
+        self._oldest = None
         self.processed_since_commit = 0
 
     def committed_ok(self, checkpoints: dict[tuple[str, int], int]) -> None:
@@ -350,15 +361,18 @@ class Task:
         assert self._committing is not None
         for store in self.stores.values():
             store.commit(checkpoints.get((store.changelog_topic, self.partition)))
-        positions, self.committed_stream_time = self._committing
+        positions, self.committed_stream_time, oldest = self._committing
         self.committed.update(positions)
         self._committing = None
+        if oldest is not None and oldest > 0 and self._on_latency is not None:
+            self._on_latency(max(0.0, time.time() - oldest / 1000))
 
     def rewind(self) -> dict[str, int]:
         """The commit failed: forget uncommitted work; returns where each input must be re-read from."""
         for store in self.stores.values():
             store.discard()
         self._committing = None
+        self._oldest = None
         self.positions = dict(self.committed)
         self.stream_time = self.committed_stream_time
         self.processed_since_commit = 0

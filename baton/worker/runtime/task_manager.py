@@ -43,6 +43,7 @@ thread) and ``applied`` (the HTTP thread's readiness), which only read.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import time
@@ -321,7 +322,10 @@ class TaskManager:
         )
         task = self._build(task_id, stores)
         self.tasks[task_id] = task
-        restore = TaskRestore(task_id, self._jobs_for(task_id, stores), self._ready.put)
+        jobs = self._jobs_for(task_id, stores)
+        for job in jobs:  # from 0: a stuck restore's alert reads its rate, restored nothing yet
+            self._metrics.restored.labels(str(task_id), job.store_name)
+        restore = TaskRestore(task_id, jobs, self._ready.put)
         self._restores[task_id] = restore
         self._restorer.add(restore)
         log.info(
@@ -365,5 +369,7 @@ class TaskManager:
         for topic in task.committed:
             self.active.pop((topic, task.partition), None)
         task.close()
+        with contextlib.suppress(KeyError):  # its latency series goes with it (its new owner's starts afresh)
+            self._metrics.e2e_latency.remove(str(task.id))
         self._standbys.active_closed(task.id)
         log.info("task closed", extra={"task": str(task.id), "partition": task.partition})

@@ -61,6 +61,7 @@ from baton.worker.runtime.producer import Output
 from baton.worker.runtime.purge import RepartitionPurge
 from baton.worker.runtime.queries import Answer, Placement, Queries, QueryError, StoreReader, advertised
 from baton.worker.runtime.restore_progress import RestoreProgress
+from baton.worker.runtime.store_metrics import StoreMetrics
 from baton.worker.runtime.synchronize import synchronized
 from baton.worker.runtime.task import Message, Task, run_end
 from baton.worker.runtime.task_manager import TaskManager
@@ -266,6 +267,7 @@ class Worker:
             copy_lag=self.copy_lag,
             on_change=self._update_task_gauges,
         )
+        self.metrics.registry.register(StoreMetrics(self._open_stores))
         if self.bluegreen is not None:
             internal = {f"{self.app}-{t}" for t in self.topology.repartition_topics}
             self.flips = FlipPause(
@@ -677,6 +679,19 @@ class Worker:
             self.bluegreen.catch_up()
         self.task_manager.assign(assigned)
 
+    def _open_stores(self) -> list[tuple[str, str, str, KeyValueStore]]:
+        """Every store open here, for the metrics server's thread: it copies each map the
+        processing thread changes in one C-level step (``list``) before walking it."""
+        out = [("global", name, "global", store) for name, store in list(self.globals.stores.items())]
+        for task in list(self.task_manager.tasks.values()):
+            role = "restoring" if task.id in self.task_manager.restoring() else "active"
+            out += [(str(task.id), name, role, store) for name, store in list(task.persistent.items())]
+        warmups = self._roles.warmup
+        for task_id, hosted in list(self.standbys.hosted.items()):
+            role = "warmup" if task_id in warmups else "standby"
+            out += [(str(task_id), name, role, store) for name, store in list(hosted.stores.items())]
+        return out
+
     def _build_task(self, task_id: TaskId, stores: dict[str, KeyValueStore]) -> Task:
         """A task of this worker's topology over ``stores``, writing through this worker's producer."""
         return Task(
@@ -692,6 +707,7 @@ class Worker:
             cache_budget=self.cache_budget,
             on_late=self.metrics.late.labels(str(task_id)).inc,
             global_stores=self.globals.stores,
+            on_latency=self.metrics.e2e_latency.labels(str(task_id)).observe,
         )
 
     def _restore_progress(self, job: RestoreJob, count: int) -> None:

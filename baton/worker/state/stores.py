@@ -26,6 +26,17 @@ _CHECKPOINT_KEY = b"changelog-offset"
 _META_CF = "baton-meta"
 _OFFSET = struct.Struct(">q")
 
+# What a store reports to Prometheus (runtime/store_metrics.py): statistic -> RocksDB property.
+ROCKSDB_STATS = {
+    "estimated_keys": "rocksdb.estimate-num-keys",
+    "sst_bytes": "rocksdb.total-sst-files-size",
+    "memtable_bytes": "rocksdb.cur-size-all-mem-tables",
+    "block_cache_usage_bytes": "rocksdb.block-cache-usage",
+    "block_cache_capacity_bytes": "rocksdb.block-cache-capacity",
+    "pending_compaction_bytes": "rocksdb.estimate-pending-compaction-bytes",
+    "compaction_pending": "rocksdb.compaction-pending",
+}
+
 
 class KeyValueStore(ABC):
     """Bytes to bytes, plus the changelog offset the content reflects."""
@@ -61,6 +72,10 @@ class KeyValueStore(ABC):
     def wipe(self) -> None:
         """Delete all content and the checkpoint (full restore follows)."""
 
+    def stats(self) -> dict[str, int]:
+        """Size statistics for the metrics endpoint (a thread of its own); empty once closed."""
+        return {}
+
 
 class MemoryStore(KeyValueStore):
     """A dict: empty at every start, so every start restores the whole changelog."""
@@ -89,6 +104,9 @@ class MemoryStore(KeyValueStore):
 
     def close(self) -> None:
         self._data.clear()
+
+    def stats(self) -> dict[str, int]:
+        return {"estimated_keys": len(self._data)}
 
     def wipe(self) -> None:
         self._data.clear()
@@ -119,6 +137,7 @@ class RocksDBStore(KeyValueStore):
         self._db = Rdict(str(self.path), options=options, column_families={_META_CF: Options(raw_mode=True)})
         self._meta = self._db.get_column_family_handle(_META_CF)
         self._meta_view = self._db.get_column_family(_META_CF)
+        self._closed = False
 
     def get(self, key: bytes) -> bytes | None:
         value: bytes | None = self._db.get(key)
@@ -159,9 +178,23 @@ class RocksDBStore(KeyValueStore):
         with self._lock:
             self._close()
 
+    def stats(self) -> dict[str, int]:
+        """RocksDB's own estimates, read under the lock a wipe or close takes (the scrape's
+        thread must not meet a closed database)."""
+        with self._lock:
+            if self._closed:
+                return {}
+            out = {}
+            for name, prop in ROCKSDB_STATS.items():
+                value = self._db.property_int_value(prop)
+                if value is not None:
+                    out[name] = int(value)
+            return out
+
     def _close(self) -> None:
         del self._meta_view, self._meta
         self._db.close()
+        self._closed = True
 
     def wipe(self) -> None:
         with self._lock:
