@@ -2,7 +2,7 @@
 
 The CRD (crds/streamapps.baton.dev.yaml) is the source of truth for fields, defaults and
 validation; the reference is derived from it so the two cannot disagree. The chart ships a
-copy in charts/baton/crds/ (a file, not a link: helm warns on every render about a link, and
+copy in charts/baton/crds/ and the operator one in its package (files, not links: helm warns on every render about a link, and
 a packaged chart must hold the file). tests/unit/test_docs_reference.py and
 tests/unit/test_chart_render.py fail when either is stale:
 
@@ -23,6 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 CRD = REPO / "crds" / "streamapps.baton.dev.yaml"
 OUT = REPO / "docs" / "reference" / "streamapp.md"
 CHART_CRD = REPO / "charts" / "baton" / "crds" / "streamapps.baton.dev.yaml"
+# the operator's own copy, in its package (``--manage-crd`` applies it)
+PACKAGE_CRD = REPO / "baton" / "operator" / "streamapps.baton.dev.yaml"
 
 
 def _type(schema: dict[str, Any]) -> str:
@@ -155,6 +157,8 @@ def main() -> None:
     CHART_CRD.unlink(missing_ok=True)  # a link left by an older checkout is replaced by the file
     CHART_CRD.write_bytes(CRD.read_bytes())
     sys.stdout.write(f"wrote {CHART_CRD}\n")
+    PACKAGE_CRD.write_bytes(CRD.read_bytes())
+    sys.stdout.write(f"wrote {PACKAGE_CRD}\n")
 
 
 if __name__ == "__main__":

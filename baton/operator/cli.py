@@ -15,7 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
-from baton.operator import access, handlers, leader, rbac
+from baton.operator import access, crd, handlers, leader, rbac
 from baton.operator.builders import desired_objects
 from baton.operator.builders.rack import DEFAULT_NODE_READER_ROLE
 from baton.operator.constants import API_VERSION, KIND
@@ -97,6 +97,13 @@ from baton.operator.spec import StreamApp
     help="Read every object from the API server on each pass instead of the watches' cache "
     "(to rule the cache out when debugging; bench/operator_scale.py compares both).",
 )
+@click.option(
+    "--manage-crd",
+    is_flag=True,
+    envvar="BATON_MANAGE_CRD",
+    help="At start, the leader applies the StreamApp CRD of this operator's version when the "
+    "cluster's is older (never a downgrade); the chart sets it (crds.manage).",
+)
 @click.option("--verbose", is_flag=True)
 def operator(  # noqa: PLR0917 (one parameter per click option)
     namespaces: tuple[str, ...],
@@ -112,6 +119,7 @@ def operator(  # noqa: PLR0917 (one parameter per click option)
     node_reader_role: str,
     workers: int,
     no_watch_cache: bool,
+    manage_crd: bool,
     verbose: bool,
 ) -> None:
     """Run the StreamApp operator (kopf); with several replicas, the one holding the Lease acts."""
@@ -142,6 +150,14 @@ def operator(  # noqa: PLR0917 (one parameter per click option)
     if not standalone:
         kube = Kube.connect()
         leader.wait_until_leader(kube.dynamic.client, lease, where, leader.identity(), timing, liveness)
+    if manage_crd:  # the leader only: followers would race it with the same object
+        try:
+            crd.ensure(Kube.connect())
+        except Exception as exc:  # forbidden, refused: stop with what to do, not a traceback
+            raise click.ClickException(
+                f"--manage-crd: {exc}. Grant get and patch on customresourcedefinitions "
+                f"{rbac.CRD_NAME}, or run without --manage-crd (the chart's crds.manage=false)"
+            ) from exc
     memo = kopf.Memo(
         options=handlers.Options(
             kafka=not no_kafka,

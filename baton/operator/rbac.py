@@ -18,6 +18,8 @@ from typing import Any
 
 from baton.operator.constants import GROUP, PLURAL
 
+CRD_NAME = f"{PLURAL}.{GROUP}"
+
 _READ = ["get", "list", "watch"]
 _OWN = [*_READ, "create", "patch", "update", "delete"]
 
@@ -62,6 +64,14 @@ def cluster_rules() -> list[dict[str, Any]]:
             "apiGroups": ["apiextensions.k8s.io"],
             "resources": ["customresourcedefinitions"],
             "verbs": ["list", "watch"],
+        },
+        # --manage-crd: the StreamApp CRD brought to the operator's version (operator/crd.py);
+        # that one CRD only, and no create (the chart installs it)
+        {
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "resourceNames": [CRD_NAME],
+            "verbs": ["get", "patch"],
         },
     ]
 

@@ -82,6 +82,11 @@ def declared_versions(repo: Path = REPO) -> dict[str, str]:
         "charts/baton/Chart.yaml version": str(chart["version"]),
         "charts/baton/Chart.yaml appVersion": str(chart["appVersion"]),
         "baton/__init__.py __version__": _package_version(repo / "baton" / "__init__.py"),
+        "crds/streamapps.baton.dev.yaml baton.dev/version": str(
+            yaml.safe_load((repo / "crds" / "streamapps.baton.dev.yaml").read_text())["metadata"][
+                "annotations"
+            ]["baton.dev/version"]
+        ),
     }
 
 

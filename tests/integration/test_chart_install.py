@@ -87,7 +87,7 @@ def test_install_run_reconcile_upgrade_uninstall(
     notes = helm.install(
         release, namespace, f"operator.watchNamespaces={{{namespace}}}", "operator.kafka=false"
     )
-    assert "helm upgrade` never changes the CRDs" in notes and "kubectl apply --server-side" in notes
+    assert "helm upgrade` never changes the CRDs" in notes and "its leader applies" in notes
     full = f"{release}-baton"
 
     # The objects the chart promises, as the API server stores them.

@@ -160,7 +160,12 @@ def test_namespaced_install_grants_only_discovery_and_node_zones_cluster_wide() 
     assert set(roles) == set(builder) == {"baton-system-discovery", "baton-system-node-zones", "node-reader"}
     for name, role in roles.items():
         assert canonical(role["rules"]) == canonical(builder[name]["rules"]), name
-    assert all(v in ("list", "watch") for r in roles["baton-system-discovery"]["rules"] for v in r["verbs"])
+    discovery = roles["baton-system-discovery"]["rules"]
+    assert all(v in ("list", "watch") for r in discovery if "resourceNames" not in r for v in r["verbs"])
+    # crds.manage: get and patch of the StreamApp CRD alone, no create
+    assert [(r["resourceNames"], r["verbs"]) for r in discovery if "resourceNames" in r] == [
+        (["streamapps.baton.dev"], ["get", "patch"])
+    ]
     assert canonical(roles["baton-system-node-zones"]["rules"]) == canonical(rbac.node_zone_rules())
     bound = {b["roleRef"]["name"] for b in find(objs, "ClusterRoleBinding")}
     assert bound == {"rel-baton-baton-system-discovery", "rel-baton-baton-system-node-zones"}

@@ -83,7 +83,12 @@ def test_rbac_objects_bind_the_service_account() -> None:
     assert ns_role["kind"] == "Role" and ns_role["metadata"]["namespace"] == "team-a"
     assert ns_binding["roleRef"]["kind"] == "Role"
     assert discovery["kind"] == "ClusterRole"
-    assert {v for r in discovery["rules"] for v in r["verbs"]} == {"list", "watch"}
+    assert {v for r in discovery["rules"] if "resourceNames" not in r for v in r["verbs"]} == {
+        "list",
+        "watch",
+    }
+    named = [r for r in discovery["rules"] if "resourceNames" in r]
+    assert [(r["resourceNames"], r["verbs"]) for r in named] == [(["streamapps.baton.dev"], ["get", "patch"])]
     assert (zones["kind"], zones["metadata"]["name"]) == ("ClusterRole", "baton-operator-team-a-node-zones")
     assert zones["rules"] == node_zone_rules()
     assert zones_binding["roleRef"]["name"] == zones["metadata"]["name"]

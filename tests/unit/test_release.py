@@ -233,7 +233,12 @@ def test_the_docs_name_what_the_release_publishes() -> None:
 
 
 def test_a_tag_that_is_not_the_version_fails_with_the_files_that_say_otherwise(tmp_path: Path) -> None:
-    for rel in ("pyproject.toml", "charts/baton/Chart.yaml", "baton/__init__.py"):
+    for rel in (
+        "pyproject.toml",
+        "charts/baton/Chart.yaml",
+        "baton/__init__.py",
+        "crds/streamapps.baton.dev.yaml",
+    ):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / rel, tmp_path / rel)
     version = release.the_version()
@@ -261,7 +266,12 @@ def test_a_dry_runs_version_is_semver_pep440_and_sorts_before_its_release(tmp_pa
     assert release.oci_tag(dev) == f"{version}-dev.42_0a1b2c3", "OCI tags have no +: helm writes it _"
     assert release.OCI_TAG.fullmatch(release.oci_tag(dev))
     # a release candidate's dry run stays PEP 440 too
-    for rel in ("pyproject.toml", "charts/baton/Chart.yaml", "baton/__init__.py"):
+    for rel in (
+        "pyproject.toml",
+        "charts/baton/Chart.yaml",
+        "baton/__init__.py",
+        "crds/streamapps.baton.dev.yaml",
+    ):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text((REPO / rel).read_text().replace(version, "0.2.0-rc.1"))
     rc = release.dev_version(7, COMMIT, tmp_path)

@@ -112,7 +112,8 @@ baton/operator/rbac.py namespaced_rules(): tests/unit/test_chart_rbac.py compare
 
 {{/*
 Cluster-scoped reads kopf makes even when it watches only some namespaces (it follows
-namespaces and CRDs): baton/operator/rbac.py cluster_rules().
+namespaces and CRDs), and with crds.manage the StreamApp CRD's upgrade (get and patch of that
+one CRD): baton/operator/rbac.py cluster_rules().
 */}}
 {{- define "baton.discoveryRules" -}}
 - apiGroups: [""]
@@ -121,6 +122,12 @@ namespaces and CRDs): baton/operator/rbac.py cluster_rules().
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
+{{- if .Values.crds.manage }}
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  resourceNames: ["streamapps.baton.dev"]
+  verbs: ["get", "patch"]
+{{- end }}
 {{- end }}
 
 {{/*
