@@ -213,10 +213,15 @@ def compactor_metadata(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def compactor_identity(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """ServiceAccount, Role and RoleBinding of the compactor Job: get and patch of this app's status."""
-    name = body["metadata"]["name"]
-    group = body.get("apiVersion", "baton.dev/v1alpha1").split("/")[0]
+# The ClusterRole the Job's identity is bound to (get and patch of StreamApps' status): the
+# operator's --compactor-role, made with the operator's RBAC (rbac.py, the chart).
+DEFAULT_COMPACTOR_ROLE = "baton-operator-compactor"
+
+
+def compactor_identity(body: dict[str, Any], role: str = DEFAULT_COMPACTOR_ROLE) -> list[dict[str, Any]]:
+    """ServiceAccount and RoleBinding of the compactor Job: ``role`` (the status of the
+    namespace's StreamApps) in the app's namespace. The operator writes no Role: it may only
+    bind that ClusterRole (operator/rbac.py)."""
     compaction = body.get("spec", {}).get("compaction") or {}
     accounts = [compactor_name(body)]
     if runner(compaction) == "SparkOperator":  # the Spark driver writes the status then
@@ -228,22 +233,9 @@ def compactor_identity(body: dict[str, Any]) -> list[dict[str, Any]]:
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": compactor_metadata(body)},
         {
             "apiVersion": f"{rbac}/v1",
-            "kind": "Role",
-            "metadata": compactor_metadata(body),
-            "rules": [
-                {
-                    "apiGroups": [group],
-                    "resources": ["streamapps/status"],
-                    "resourceNames": [name],
-                    "verbs": ["get", "patch"],
-                }
-            ],
-        },
-        {
-            "apiVersion": f"{rbac}/v1",
             "kind": "RoleBinding",
             "metadata": compactor_metadata(body),
-            "roleRef": {"apiGroup": rbac, "kind": "Role", "name": compactor_name(body)},
+            "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": role},
             "subjects": [
                 {"kind": "ServiceAccount", "name": account, "namespace": body["metadata"].get("namespace")}
                 for account in accounts

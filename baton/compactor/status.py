@@ -6,8 +6,8 @@ operator never mounts), and the Job is the one thing that has it. The operator's
 are server-side applies of the fields it owns, so they leave this one alone; the operator
 reads it back to export the ``baton_compaction_*`` gauges (baton/operator/metrics.py).
 
-The Job's ServiceAccount may get and patch the status of its own StreamApp only (a Role with
-``resourceNames``, made by the operator next to the CronJob).
+The Job's ServiceAccount may get and patch StreamApps' status in its namespace only (bound by
+the operator, next to the CronJob, to the compactor ClusterRole the chart ships).
 """
 
 from __future__ import annotations

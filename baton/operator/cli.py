@@ -14,6 +14,7 @@ import kopf
 import yaml
 from pydantic import ValidationError
 
+from baton.compactor.cronjob import DEFAULT_COMPACTOR_ROLE
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
 from baton.operator import access, crd, handlers, leader, rbac
 from baton.operator.builders import desired_objects
@@ -85,6 +86,14 @@ from baton.operator.spec import StreamApp
     "so that each can read its Node's zone label; the chart creates it.",
 )
 @click.option(
+    "--compactor-role",
+    envvar="BATON_COMPACTOR_ROLE",
+    default=DEFAULT_COMPACTOR_ROLE,
+    show_default=True,
+    help="The ClusterRole (get and patch of StreamApps' status) that compaction Jobs are bound to "
+    "in their app's namespace; the chart creates it.",
+)
+@click.option(
     "--workers",
     type=click.IntRange(1, 256),
     default=16,
@@ -117,6 +126,7 @@ def operator(  # noqa: PLR0917 (one parameter per click option)
     no_kafka: bool,
     compactor_image: str,
     node_reader_role: str,
+    compactor_role: str,
     workers: int,
     no_watch_cache: bool,
     manage_crd: bool,
@@ -163,6 +173,7 @@ def operator(  # noqa: PLR0917 (one parameter per click option)
             kafka=not no_kafka,
             compactor_image=compactor_image,
             node_reader_role=node_reader_role,
+            compactor_role=compactor_role,
             workers=workers,
             watch_cache=not no_watch_cache,
         )
@@ -220,8 +231,20 @@ def _load_docs(path: Path) -> list[dict[str, Any]]:
     show_default=True,
     help="The operator's node-reader ClusterRole (for apps with spec.rack).",
 )
-def render(
-    spec: Path, namespace: str | None, rbac_namespace: str | None, compactor_image: str, node_reader_role: str
+@click.option(
+    "--compactor-role",
+    envvar="BATON_COMPACTOR_ROLE",
+    default=DEFAULT_COMPACTOR_ROLE,
+    show_default=True,
+    help="The operator's compactor ClusterRole (for apps with spec.compaction).",
+)
+def render(  # noqa: PLR0917 (one parameter per click option)
+    spec: Path,
+    namespace: str | None,
+    rbac_namespace: str | None,
+    compactor_image: str,
+    node_reader_role: str,
+    compactor_role: str,
 ) -> None:
     """Print the objects the operator would create for the StreamApps in SPEC (no cluster needed)."""
     out: list[dict[str, Any]] = []
@@ -234,7 +257,10 @@ def render(
             doc.setdefault("metadata", {})["namespace"] = namespace
         try:
             out += desired_objects(
-                StreamApp.from_body(doc), compactor_image=compactor_image, node_reader_role=node_reader_role
+                StreamApp.from_body(doc),
+                compactor_image=compactor_image,
+                node_reader_role=node_reader_role,
+                compactor_role=compactor_role,
             )
         except (ValidationError, KeyError, ValueError) as exc:
             raise click.ClickException(f"{spec}: invalid StreamApp: {exc}") from exc

@@ -22,6 +22,7 @@ from typing import Any, cast
 
 import kopf
 
+from baton.compactor.cronjob import DEFAULT_COMPACTOR_ROLE
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
 from baton.operator import reconcile as rec
 from baton.operator.backoff import EndlessBackoff
@@ -44,6 +45,7 @@ class Options:
     kafka: bool = True
     compactor_image: str = DEFAULT_COMPACTOR_IMAGE
     node_reader_role: str = DEFAULT_NODE_READER_ROLE
+    compactor_role: str = DEFAULT_COMPACTOR_ROLE
     workers: int = 16  # passes running at once, over all apps (OperatorState.workers)
     watch_cache: bool = True  # off: every read is a request (to compare, or to rule the cache out)
 
@@ -138,6 +140,7 @@ async def configure(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: An
         kafka=options.kafka,
         compactor_image=options.compactor_image,
         node_reader_role=options.node_reader_role,
+        compactor_role=options.compactor_role,
         workers=options.workers,
     )
     memo["loop"] = asyncio.get_running_loop()

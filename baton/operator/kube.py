@@ -35,7 +35,6 @@ MANAGED_KINDS: tuple[tuple[str, str], ...] = (
     ("v1", "ServiceAccount"),
     ("batch/v1", "CronJob"),
     ("sparkoperator.k8s.io/v1beta2", "ScheduledSparkApplication"),  # only where the Spark Operator is
-    ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 )
 

@@ -7,9 +7,13 @@ cluster-wide operator needs (cluster).
 
 Deliberately absent: Secrets (workers read Kafka credentials through secretKeyRef and a
 secret volume, resolved by the kubelet, never by the operator), creating Pods, and Pods/exec,
-and the ``bind`` and ``escalate`` verbs: every binding the operator makes grants only what it
-holds itself (the API server checks that), so it holds ``get`` on Nodes to bind the workers
-of zone-aware apps to the node-reader ClusterRole.
+Roles and ClusterRoles (the operator writes no rules), and ``escalate``. The identities it
+gives (the compactor Job's: its app's status; zone-aware workers': a Node's labels) are two
+ClusterRoles made with the operator's (the chart makes them): the operator may ``bind`` those
+two by name and no other, so a RoleBinding it writes to ``admin`` or ``cluster-admin`` is
+refused by the API server. (Any role whose every permission the operator holds itself it
+could bind too, as any principal that may write bindings can: that is Kubernetes' escalation
+check, and why the operator's own rules stay narrow.)
 """
 
 from __future__ import annotations
@@ -20,12 +24,25 @@ from baton.operator.constants import GROUP, PLURAL
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
 
+# The ClusterRoles the operator binds, by the operator's name (``rbac_objects``; the chart
+# uses its fullname): --compactor-role and --node-reader-role default to these.
+DEFAULT_OPERATOR_NAME = "baton-operator"
+
+
+def compactor_role_name(name: str = DEFAULT_OPERATOR_NAME) -> str:
+    return f"{name}-compactor"
+
+
+def node_reader_role_name(name: str = DEFAULT_OPERATOR_NAME) -> str:
+    return f"{name}-node-reader"
+
+
 _READ = ["get", "list", "watch"]
 _OWN = [*_READ, "create", "patch", "update", "delete"]
 
 
-def namespaced_rules() -> list[dict[str, Any]]:
-    """What the operator needs in each namespace it watches."""
+def namespaced_rules(name: str = DEFAULT_OPERATOR_NAME) -> list[dict[str, Any]]:
+    """What the operator needs in each namespace it watches (``name``: its roles' prefix)."""
     return [
         # kopf patches its annotations and finalizer on the object; the status is ours.
         {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": [*_READ, "patch", "update"]},
@@ -35,9 +52,7 @@ def namespaced_rules() -> list[dict[str, Any]]:
         {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": _OWN},
         {"apiGroups": [""], "resources": ["services", "serviceaccounts"], "verbs": _OWN},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": _OWN},
-        # Compaction: one CronJob per app (spec.compaction), suspended during flips, and its Job's
-        # identity: a Role granting get/patch of that app's status only (the operator holds both,
-        # so the API server's escalation check lets it grant them; no bind or escalate verbs).
+        # Compaction: one CronJob per app (spec.compaction), suspended during flips.
         {"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": _OWN},
         # ... and its Jobs, read to report a failed run (BatonCompactionFailed); or, under
         # runner SparkOperator, a ScheduledSparkApplication instead of the CronJob.
@@ -49,7 +64,15 @@ def namespaced_rules() -> list[dict[str, Any]]:
             "resources": ["scheduledsparkapplications/status"],
             "verbs": ["patch"],
         },
-        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": _OWN},
+        # ... and the Job's identity: a RoleBinding of its ServiceAccount to the compactor
+        # ClusterRole, which the operator may bind (and no other role: no Roles written at all)
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings"], "verbs": _OWN},
+        {
+            "apiGroups": ["rbac.authorization.k8s.io"],
+            "resources": ["clusterroles"],
+            "resourceNames": [compactor_role_name(name)],
+            "verbs": ["bind"],
+        },
         # Rolling upgrades (OnDelete): read worker Pods' readiness, delete one outdated Pod at a time.
         {"apiGroups": [""], "resources": ["pods"], "verbs": [*_READ, "delete"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
@@ -76,13 +99,18 @@ def cluster_rules() -> list[dict[str, Any]]:
     ]
 
 
-def node_zone_rules() -> list[dict[str, Any]]:
+def node_zone_rules(name: str = DEFAULT_OPERATOR_NAME) -> list[dict[str, Any]]:
     """Cluster-scoped, whether the operator watches all namespaces or some: a ClusterRoleBinding
-    per zone-aware app (spec.rack; watched by label, deleted with the app), and ``get`` on
-    Nodes, which the API server requires of whoever binds the node-reader ClusterRole."""
+    per zone-aware app (spec.rack; watched by label, deleted with the app) to the node-reader
+    ClusterRole, the one cluster role the operator may bind."""
     return [
         {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterrolebindings"], "verbs": _OWN},
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        {
+            "apiGroups": ["rbac.authorization.k8s.io"],
+            "resources": ["clusterroles"],
+            "resourceNames": [node_reader_role_name(name)],
+            "verbs": ["bind"],
+        },
     ]
 
 
@@ -90,6 +118,12 @@ def node_reader_rules() -> list[dict[str, Any]]:
     """The node-reader ClusterRole that zone-aware apps' workers are bound to: read a Node's
     labels (its zone), nothing else."""
     return [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+
+
+def compactor_rules() -> list[dict[str, Any]]:
+    """The compactor ClusterRole its Jobs (and Spark drivers) are bound to in their namespace:
+    write the audit's summary into a StreamApp's status."""
+    return [{"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["get", "patch"]}]
 
 
 def leader_election_rules() -> list[dict[str, Any]]:
@@ -100,22 +134,22 @@ def leader_election_rules() -> list[dict[str, Any]]:
     ]
 
 
-def operator_rules(clusterwide: bool = True) -> list[dict[str, Any]]:
+def operator_rules(clusterwide: bool = True, name: str = DEFAULT_OPERATOR_NAME) -> list[dict[str, Any]]:
     """Every rule of a cluster-wide operator (one ClusterRole); namespaced, those of the Roles."""
-    return namespaced_rules() + (cluster_rules() + node_zone_rules() if clusterwide else [])
+    return namespaced_rules(name) + (cluster_rules() + node_zone_rules(name) if clusterwide else [])
 
 
 def rbac_objects(
-    service_account: str, namespace: str, clusterwide: bool = True, name: str = "baton-operator"
+    service_account: str, namespace: str, clusterwide: bool = True, name: str = DEFAULT_OPERATOR_NAME
 ) -> list[dict[str, Any]]:
     """ServiceAccount, roles and bindings for an operator running as ``service_account``.
 
     Cluster-wide: one ClusterRole with every rule. Namespaced (watching ``namespace``): a Role
     with the namespaced rules, plus a ClusterRole with only kopf's cluster-scoped reads
     (namespaces and CRDs, which kopf watches even in namespaced mode) and one with the node
-    zone rules. Either way a Role for the leader-election Lease in ``namespace``, and the
-    node-reader ClusterRole ``<name>-node-reader`` (the operator's ``--node-reader-role``
-    default) that zone-aware apps' workers are bound to.
+    zone rules. Either way a Role for the leader-election Lease in ``namespace``, and the two
+    ClusterRoles the operator binds: ``<name>-node-reader`` (``--node-reader-role``), for
+    zone-aware apps' workers, and ``<name>-compactor`` (``--compactor-role``), for compaction Jobs.
     """
     labels = {"app.kubernetes.io/name": "baton", "app.kubernetes.io/component": "operator"}
     subject = [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}]
@@ -142,19 +176,25 @@ def rbac_objects(
         "metadata": {"name": service_account, "namespace": namespace, "labels": labels},
     }
     election = role("Role", f"{name}-leader-election", leader_election_rules())
-    node_reader = {
-        "apiVersion": f"{rbac}/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": f"{name}-node-reader", "labels": labels},
-        "rules": node_reader_rules(),
-    }
+    bound = [
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": role_name, "labels": labels},
+            "rules": rules,
+        }
+        for role_name, rules in (
+            (node_reader_role_name(name), node_reader_rules()),
+            (compactor_role_name(name), compactor_rules()),
+        )
+    ]
     if clusterwide:
-        return [sa, *role("ClusterRole", name, operator_rules(clusterwide=True)), *election, node_reader]
+        return [sa, *role("ClusterRole", name, operator_rules(True, name)), *election, *bound]
     return [
         sa,
-        *role("Role", name, namespaced_rules()),
+        *role("Role", name, namespaced_rules(name)),
         *role("ClusterRole", f"{name}-{namespace}-discovery", cluster_rules()),
-        *role("ClusterRole", f"{name}-{namespace}-node-zones", node_zone_rules()),
+        *role("ClusterRole", f"{name}-{namespace}-node-zones", node_zone_rules(name)),
         *election,
-        node_reader,
+        *bound,
     ]

@@ -24,8 +24,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from baton import __version__
+from baton.compactor.cronjob import DEFAULT_COMPACTOR_ROLE, spark_account
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
-from baton.compactor.cronjob import spark_account
 from baton.control.messages import Color
 from baton.operator import coverage, deploy, drift, flips, rolling, topics
 from baton.operator.builders import desired_objects, kafka_access
@@ -329,6 +329,7 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
                 plan.flip_in_progress,
                 state.compactor_image,
                 state.node_reader_role,
+                state.compactor_role,
             )
         if outcome.error is not None:  # nothing applied: the machine's step did not happen
             plan, runs_now = None, runs
@@ -449,6 +450,7 @@ def _apply_all(  # noqa: PLR0917
     flip_in_progress: bool = False,
     compactor_image: str = DEFAULT_COMPACTOR_IMAGE,
     node_reader_role: str = DEFAULT_NODE_READER_ROLE,
+    compactor_role: str = DEFAULT_COMPACTOR_ROLE,
 ) -> str | None:
     """Apply the objects that differ from what is live (see baton.operator.drift); dry-run
     them all first, so a spec the cluster refuses is never half-applied."""
@@ -461,6 +463,7 @@ def _apply_all(  # noqa: PLR0917
                 flip_in_progress=flip_in_progress,
                 compactor_image=compactor_image,
                 node_reader_role=node_reader_role,
+                compactor_role=compactor_role,
             )
         ]
     except ValueError as exc:

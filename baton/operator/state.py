@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from baton.compactor.cronjob import DEFAULT_COMPACTOR_ROLE
 from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
 from baton.operator.builders.rack import DEFAULT_NODE_READER_ROLE
 from baton.operator.deploy import FlipOutcome
@@ -33,6 +34,7 @@ class OperatorState:
     kafka: bool = True  # manage topics, read lag and the control topic (off: --no-kafka)
     compactor_image: str = DEFAULT_COMPACTOR_IMAGE
     node_reader_role: str = DEFAULT_NODE_READER_ROLE  # zone-aware apps' workers are bound to it
+    compactor_role: str = DEFAULT_COMPACTOR_ROLE  # compaction Jobs are bound to it
     # Passes block (Kafka reads, a flip waits for its workers): they run here, never in kopf's
     # event loop, and at most this many at once however many apps there are.
     workers: int = 16

@@ -214,6 +214,36 @@ def test_cluster_wide_install_and_uninstall(
     wait_for("view to read StreamApps", lambda: can("viewer", "list") and can("developer", "create"), 30)
     assert not can("viewer", "create") and not can("viewer", "delete")
     assert can("developer", "delete") and can("developer", "get")
+
+    # the operator, cluster-wide, cannot bind arbitrary roles: the API server refuses a
+    # RoleBinding to admin or a ClusterRoleBinding to cluster-admin written as its account,
+    # takes one to the compactor role, and the account may write no Role at all
+    operator = f"--as=system:serviceaccount:{namespace}:{full}"
+
+    def bind_as_operator(kind: str, role: str) -> subprocess.CompletedProcess[str]:
+        where = ["-n", namespace] if kind == "rolebinding" else []
+        name = f"probe-{role}"
+        return kubectl(
+            "create", kind, name, f"--clusterrole={role}", f"--serviceaccount={namespace}:viewer",
+            *where, operator, check=False,
+        )  # fmt: skip
+
+    for kind, role in (
+        ("rolebinding", "admin"),
+        ("rolebinding", "edit"),
+        ("clusterrolebinding", "cluster-admin"),
+    ):
+        refused = bind_as_operator(kind, role)
+        assert refused.returncode != 0 and "forbidden" in refused.stderr, (kind, role, refused.stderr)
+    allowed = bind_as_operator("rolebinding", f"{full}-compactor")
+    assert allowed.returncode == 0, allowed.stderr
+    allowed = bind_as_operator("clusterrolebinding", f"{full}-node-reader")
+    assert allowed.returncode == 0, allowed.stderr
+    kubectl("delete", "clusterrolebinding", f"probe-{full}-node-reader")
+    for verb in ("create", "patch"):
+        for kind in ("roles", "clusterroles"):
+            out = kubectl("auth", "can-i", verb, kind, "-A", operator, check=False)
+            assert out.stdout.strip() == "no", (verb, kind)
     helm("uninstall", release, "-n", namespace, "--wait", "--timeout=60s")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and try_get_json(kubectl, "clusterrole", full) is not None:

@@ -429,7 +429,8 @@ def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app( 
     reasons = trimmed["summary"]["not_compared_reasons"]
     assert any(f"{clicks}-0 below offset 100" in r and "cannot be recomputed" in r for r in reasons), reasons
 
-    # The job's identity reaches this app's status and nothing else.
+    # The job's identity reaches StreamApps' status in this namespace and nothing else (the
+    # compactor ClusterRole, bound here: the operator writes no per-app Role).
     who = f"--as=system:serviceaccount:{namespace}:{compactor_name(body)}"
     can = kubectl(
         "auth",
@@ -443,14 +444,14 @@ def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app( 
         check=False,
     )
     assert can.stdout.strip() == "yes", can.stdout + can.stderr
-    for other in (
-        ["patch", "streamapps.baton.dev/other", "--subresource=status"],
-        ["patch", "streamapps.baton.dev/click-counter"],
-        ["get", "secrets"],
-        ["create", "pods"],
+    for other, where in (
+        (["patch", "streamapps.baton.dev/click-counter", "--subresource=status"], "default"),
+        (["patch", "streamapps.baton.dev/click-counter"], namespace),
+        (["get", "secrets"], namespace),
+        (["create", "pods"], namespace),
     ):
-        cannot = kubectl("auth", "can-i", *other, "-n", namespace, who, check=False)
-        assert cannot.stdout.strip() == "no", (other, cannot.stdout)
+        cannot = kubectl("auth", "can-i", *other, "-n", where, who, check=False)
+        assert cannot.stdout.strip() == "no", (other, where, cannot.stdout)
 
 
 def test_the_cronjob_kafka_settings_reach_spark_over_scram(

@@ -36,8 +36,7 @@ NEEDED = [
     ("create", "poddisruptionbudgets.policy"),
     ("create", "events"),
     ("create", "events.events.k8s.io"),
-    # the compactor Job's identity: a Role with get/patch of one app's status, and its binding
-    ("create", "roles.rbac.authorization.k8s.io"),
+    # the compactor Job's identity: a RoleBinding to the compactor ClusterRole
     ("create", "rolebindings.rbac.authorization.k8s.io"),
 ]
 # Never: the operator builds Pods through StatefulSets and never reads or execs into them.
@@ -48,11 +47,15 @@ NEVER = [
     ("create", "pods"),
     ("create", "pods/exec"),
     ("delete", "persistentvolumeclaims"),
-    # It may grant only what it holds itself: no escalate or bind, which would lift the API
-    # server's check that a Role or binding it makes grants nothing beyond its own rights.
+    # It writes no rules and binds no role but two by name (below): no Roles, no escalate, no
+    # bind of any other role, so the API server refuses a binding to admin or cluster-admin.
+    ("create", "roles.rbac.authorization.k8s.io"),
+    ("patch", "roles.rbac.authorization.k8s.io"),
     ("escalate", "roles.rbac.authorization.k8s.io"),
     ("bind", "roles.rbac.authorization.k8s.io"),
     ("bind", "clusterroles.rbac.authorization.k8s.io"),
+    ("bind", "clusterroles.rbac.authorization.k8s.io#admin"),
+    ("bind", "clusterroles.rbac.authorization.k8s.io#cluster-admin"),
     ("create", "deployments.apps"),
 ]
 
@@ -90,10 +93,13 @@ def check(
     sa_namespace = sa.split(":")[2]
     groups = ["system:serviceaccounts", f"system:serviceaccounts:{sa_namespace}", "system:authenticated"]
     reviews = []
-    for verb, resource in rules:
+    for verb, rule in rules:
+        resource, _, obj = rule.partition("#")  # "#name": that object only
         res, _, sub = resource.partition("/")
         name, _, group = res.partition(".")
         attrs = {"verb": verb, "resource": name, "group": group, "subresource": sub}
+        if obj:
+            attrs["name"] = obj
         if namespace:
             attrs["namespace"] = namespace
         reviews.append(
@@ -155,10 +161,24 @@ def test_namespaced_operator_can_do_its_job_and_no_more(
             == []
         )
         # Zone awareness (spec.rack): a ClusterRoleBinding per app to the node reader, which it
-        # may grant because it holds get on nodes itself; no bind, no other access to Nodes.
-        zones = [("create", "clusterrolebindings.rbac.authorization.k8s.io"), ("get", "nodes")]
+        # may bind by name; it reads no Node itself. Compaction: the compactor role, by name.
+        full = f"{release}-baton"
+        zones = [
+            ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
+            ("bind", f"clusterroles.rbac.authorization.k8s.io#{full}-node-reader"),
+        ]
         assert check(kubectl, sa, None, zones, True) == []
-        never = [("list", "nodes"), ("patch", "nodes"), ("bind", "clusterroles.rbac.authorization.k8s.io")]
+        assert (
+            check(
+                kubectl,
+                sa,
+                apps,
+                [("bind", f"clusterroles.rbac.authorization.k8s.io#{full}-compactor")],
+                True,
+            )
+            == []
+        )
+        never = [("get", "nodes"), ("list", "nodes"), ("bind", "clusterroles.rbac.authorization.k8s.io")]
         assert check(kubectl, sa, None, never, False) == []
         # The leader-election Lease: in its own namespace only.
         lease = [("get", "leases.coordination.k8s.io"), ("update", "leases.coordination.k8s.io")]

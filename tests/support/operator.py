@@ -32,8 +32,20 @@ KubectlFn = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
 def install_crds(kubectl: KubectlFn) -> None:
-    """Apply the StreamApp CRD (idempotent) and wait until it is served."""
+    """Apply the StreamApp CRD (idempotent) and wait until it is served; and the two ClusterRoles
+    the operator binds by default name (compaction Jobs, zone-aware workers), as the chart does."""
+    from baton.operator.rbac import (
+        DEFAULT_OPERATOR_NAME,
+        compactor_role_name,
+        node_reader_role_name,
+        rbac_objects,
+    )
+
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    bound = {compactor_role_name(), node_reader_role_name()}
+    for obj in rbac_objects(DEFAULT_OPERATOR_NAME, "default"):
+        if obj["kind"] == "ClusterRole" and obj["metadata"]["name"] in bound:
+            kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(obj))
     kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/streamapps.baton.dev")
 
 

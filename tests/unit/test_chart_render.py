@@ -123,7 +123,7 @@ def test_default_install_is_cluster_wide_with_two_restricted_replicas() -> None:
     ]
 
     role = one(objs, "ClusterRole", "rel-baton")
-    assert canonical(role["rules"]) == canonical(rbac.operator_rules(clusterwide=True))
+    assert canonical(role["rules"]) == canonical(rbac.operator_rules(clusterwide=True, name="rel-baton"))
     binding = one(objs, "ClusterRoleBinding", "rel-baton")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "rel-baton", "namespace": "baton-system"}
@@ -157,7 +157,11 @@ def test_namespaced_install_grants_only_discovery_and_node_zones_cluster_wide() 
         for r in find(objs, "ClusterRole")
         if not any(k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in r["metadata"]["labels"])
     }
-    assert set(roles) == set(builder) == {"baton-system-discovery", "baton-system-node-zones", "node-reader"}
+    assert (
+        set(roles)
+        == set(builder)
+        == {"baton-system-discovery", "baton-system-node-zones", "node-reader", "compactor"}
+    )
     for name, role in roles.items():
         assert canonical(role["rules"]) == canonical(builder[name]["rules"]), name
     discovery = roles["baton-system-discovery"]["rules"]
@@ -166,13 +170,15 @@ def test_namespaced_install_grants_only_discovery_and_node_zones_cluster_wide() 
     assert [(r["resourceNames"], r["verbs"]) for r in discovery if "resourceNames" in r] == [
         (["streamapps.baton.dev"], ["get", "patch"])
     ]
-    assert canonical(roles["baton-system-node-zones"]["rules"]) == canonical(rbac.node_zone_rules())
+    assert canonical(roles["baton-system-node-zones"]["rules"]) == canonical(
+        rbac.node_zone_rules("rel-baton")
+    )
     bound = {b["roleRef"]["name"] for b in find(objs, "ClusterRoleBinding")}
     assert bound == {"rel-baton-baton-system-discovery", "rel-baton-baton-system-node-zones"}
     assert one(objs, "Role", "rel-baton-leader-election", "baton-system")
     for ns in ("apps", "apps-2"):
         role = one(objs, "Role", "rel-baton", ns)
-        assert canonical(role["rules"]) == canonical(rbac.namespaced_rules())
+        assert canonical(role["rules"]) == canonical(rbac.namespaced_rules("rel-baton"))
         binding = one(objs, "RoleBinding", "rel-baton", ns)
         assert binding["subjects"][0]["namespace"] == "baton-system"
     args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -262,20 +262,19 @@ def test_recompute_plans_skip_repartitioning_subtopologies() -> None:
     assert ok == [] and skipped and "repartition" in skipped[0]
 
 
-def test_the_compactor_identity_may_patch_only_its_own_apps_status() -> None:
-    sa, role, binding = compactor_identity(_app(enabled=True, snapshotStore="/x"))
+def test_the_compactor_identity_is_bound_to_the_compactor_cluster_role_in_its_namespace() -> None:
+    """No Role of the operator's making: a RoleBinding (namespaced) to the ClusterRole the
+    operator may bind, which grants StreamApps' status (operator/rbac.py compactor_rules)."""
+    sa, binding = compactor_identity(_app(enabled=True, snapshotStore="/x"), "rel-baton-compactor")
     assert sa["kind"] == "ServiceAccount" and sa["metadata"]["name"] == "clicks-compactor"
-    assert role["rules"] == [
-        {
-            "apiGroups": ["baton.dev"],
-            "resources": ["streamapps/status"],
-            "resourceNames": ["clicks"],
-            "verbs": ["get", "patch"],
-        }
-    ]
-    assert binding["roleRef"]["name"] == "clicks-compactor"
+    assert binding["kind"] == "RoleBinding" and binding["metadata"]["namespace"] == "ns"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "rel-baton-compactor",
+    }
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "clicks-compactor", "namespace": "ns"}]
-    assert all(o["metadata"]["ownerReferences"][0]["uid"] == "u-1" for o in (sa, role, binding))
+    assert all(o["metadata"]["ownerReferences"][0]["uid"] == "u-1" for o in (sa, binding))
 
 
 def test_status_summary_from_a_report() -> None:

@@ -66,7 +66,9 @@ def test_least_privilege() -> None:
 
 
 def test_rbac_objects_bind_the_service_account() -> None:
-    sa, role, binding, lease_role, lease_binding, _reader = rbac_objects("baton-operator", "baton-system")
+    sa, role, binding, lease_role, lease_binding, _reader, _compactor = rbac_objects(
+        "baton-operator", "baton-system"
+    )
     assert (lease_role["kind"], lease_binding["kind"]) == ("Role", "RoleBinding")
     assert sa["metadata"] == {
         "name": "baton-operator",
@@ -94,19 +96,25 @@ def test_rbac_objects_bind_the_service_account() -> None:
     assert zones_binding["roleRef"]["name"] == zones["metadata"]["name"]
 
 
-def test_zone_awareness_grants_reading_nodes_and_binding_only_that() -> None:
-    """The operator binds zone-aware apps' workers to the node reader: it holds what that role
-    grants (get nodes) and may manage ClusterRoleBindings, but neither bind nor escalate, so
-    the API server lets it grant nothing beyond get on nodes."""
+def test_the_operator_binds_two_named_cluster_roles_and_writes_no_rules() -> None:
+    """The operator binds zone-aware apps' workers to the node reader and compaction Jobs to the
+    compactor role: ``bind`` on those two by name, no Role or ClusterRole written, no escalate,
+    and it does not hold what they grant (no get on nodes)."""
     rules = operator_rules(clusterwide=True)
-    assert _allows(rules, "", "nodes", "get")
-    assert not _allows(rules, "", "nodes", "list") and not _allows(rules, "", "nodes", "patch")
+    assert not _allows(rules, "", "nodes", "get")
     for verb in ("create", "patch", "delete", "list", "watch"):
         assert _allows(rules, "rbac.authorization.k8s.io", "clusterrolebindings", verb), verb
-    for verb in ("bind", "escalate"):
-        assert not any(verb in r["verbs"] for r in rules), verb
-    assert not _allows(rules, "rbac.authorization.k8s.io", "clusterroles", "create")
-    assert not _allows(operator_rules(clusterwide=False), "", "nodes", "get"), "cluster-scoped: not in Roles"
+        assert _allows(rules, "rbac.authorization.k8s.io", "rolebindings", verb), verb
+    for kind in ("roles", "clusterroles"):
+        for verb in ("create", "patch", "update", "escalate"):
+            assert not _allows(rules, "rbac.authorization.k8s.io", kind, verb), (kind, verb)
+    binds = [r for r in rules if "bind" in r["verbs"]]
+    assert [(r["resources"], r["resourceNames"], r["verbs"]) for r in binds] == [
+        (["clusterroles"], ["baton-operator-compactor"], ["bind"]),
+        (["clusterroles"], ["baton-operator-node-reader"], ["bind"]),
+    ]
+    namespaced = operator_rules(clusterwide=False)
+    assert not _allows(namespaced, "rbac.authorization.k8s.io", "clusterrolebindings", "create")
     for clusterwide in (True, False):
         (reader,) = [
             o

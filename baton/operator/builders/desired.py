@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
-from baton.compactor.cronjob import DEFAULT_IMAGE, compactor_identity, cronjob
+from baton.compactor.cronjob import DEFAULT_COMPACTOR_ROLE, DEFAULT_IMAGE, compactor_identity, cronjob
 from baton.compactor.sparkapp import scheduled_spark_application
 from baton.control.messages import Color
 from baton.operator.builders.env import kafka_client_env
@@ -73,10 +73,11 @@ def desired_objects(
     flip_in_progress: bool = False,
     compactor_image: str = DEFAULT_IMAGE,
     node_reader_role: str = DEFAULT_NODE_READER_ROLE,
+    compactor_role: str = DEFAULT_COMPACTOR_ROLE,
 ) -> list[dict[str, Any]]:
     """ServiceAccount first (Pods need it), and its ClusterRoleBinding to ``node_reader_role``
     while a color runs with spec.rack (before the Pods that read their Node); then per color:
-    Service, PDB, StatefulSet; then the compactor's ServiceAccount, Role, RoleBinding and CronJob
+    Service, PDB, StatefulSet; then the compactor's ServiceAccount, RoleBinding (to ``compactor_role``) and CronJob
     or ScheduledSparkApplication (suspended while a flip is in progress)."""
     runs = runs or color_runs(app, None)
     account = service_account(app)
@@ -102,5 +103,5 @@ def desired_objects(
         default_image=compactor_image,
     )
     if job is not None:
-        objects += [*compactor_identity(body), job]
+        objects += [*compactor_identity(body, compactor_role), job]
     return objects

@@ -100,8 +100,12 @@ baton/operator/rbac.py namespaced_rules(): tests/unit/test_chart_rbac.py compare
   resources: ["scheduledsparkapplications/status"]
   verbs: ["patch"]
 - apiGroups: ["rbac.authorization.k8s.io"]
-  resources: ["roles", "rolebindings"]
+  resources: ["rolebindings"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["clusterroles"]
+  resourceNames: [{{ include "baton.compactorRole" . | quote }}]
+  verbs: ["bind"]
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch", "delete"]
@@ -132,16 +136,22 @@ one CRD): baton/operator/rbac.py cluster_rules().
 
 {{/*
 Cluster-scoped, in either mode: the workers' ClusterRoleBinding of each StreamApp with
-spec.rack, and get on nodes, which binding the node-reader ClusterRole requires of the
-operator (it has no bind verb): baton/operator/rbac.py node_zone_rules().
+spec.rack, to the node-reader ClusterRole, the one cluster role the operator may bind:
+baton/operator/rbac.py node_zone_rules().
 */}}
 {{- define "baton.nodeZoneRules" -}}
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["clusterrolebindings"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-- apiGroups: [""]
-  resources: ["nodes"]
-  verbs: ["get"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["clusterroles"]
+  resourceNames: [{{ include "baton.nodeReaderRole" . | quote }}]
+  verbs: ["bind"]
+{{- end }}
+
+{{/* The ClusterRole compaction Jobs are bound to in their namespace (the operator's --compactor-role). */}}
+{{- define "baton.compactorRole" -}}
+{{ include "baton.fullname" . }}-compactor
 {{- end }}
 
 {{/* The ClusterRole that zone-aware apps' workers are bound to (the operator's --node-reader-role). */}}
