@@ -22,6 +22,9 @@ LABEL_COLOR: Final = "baton.dev/color"
 # reference can tie to the namespaced StreamApp: with LABEL_APP, what they are found by.
 LABEL_NAMESPACE: Final = "baton.dev/namespace"
 ANNOTATION_SPEC_HASH: Final = "baton.dev/spec-hash"
+# spec.restartNonce on the worker Pods: a new value is a new Pod template, so the Pods restart
+# through the app's upgrade strategy (as the Flink Kubernetes operator's restartNonce)
+ANNOTATION_RESTART_NONCE: Final = "baton.dev/restart-nonce"
 
 # Inside the worker container.
 STATE_DIR: Final = "/var/lib/baton"

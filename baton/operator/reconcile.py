@@ -455,17 +455,14 @@ def _apply_all(  # noqa: PLR0917
     """Apply the objects that differ from what is live (see baton.operator.drift); dry-run
     them all first, so a spec the cluster refuses is never half-applied."""
     try:
-        objects = [
-            drift.stamped(o)
-            for o in desired_objects(
-                app,
-                runs,
-                flip_in_progress=flip_in_progress,
-                compactor_image=compactor_image,
-                node_reader_role=node_reader_role,
-                compactor_role=compactor_role,
-            )
-        ]
+        desired = desired_objects(
+            app,
+            runs,
+            flip_in_progress=flip_in_progress,
+            compactor_image=compactor_image,
+            node_reader_role=node_reader_role,
+            compactor_role=compactor_role,
+        )
     except ValueError as exc:
         events(body, "Warning", "SpecRefused", str(exc))
         return str(exc)
@@ -476,8 +473,9 @@ def _apply_all(  # noqa: PLR0917
             o["metadata"]["name"],
             "" if (o["apiVersion"], o["kind"]) in CLUSTER_KINDS else app.namespace,
         )
-        for o in objects
+        for o in desired
     }
+    objects = [drift.stamped(keep_claim_templates(o, live[_ref(o)])) for o in desired]
     changed = [o for o in objects if not drift.up_to_date(live[_ref(o)], o)]
     try:
         for obj in changed:
@@ -507,6 +505,20 @@ def _apply_all(  # noqa: PLR0917
             outcome.pruned.append(_ref(obj))
             events(body, "Normal", "Pruned", f"deleted {_ref(obj)}: no longer part of the spec")
     return None
+
+
+def keep_claim_templates(obj: dict[str, Any], live: dict[str, Any] | None) -> dict[str, Any]:
+    """A StatefulSet that exists keeps its own volume claim templates, which the API server
+    never lets change: claim labels and annotations added to spec.podTemplate later reach the
+    claims of StatefulSets created from then on (a color's first, a Rebuild), instead of every
+    update of the app being refused."""
+    if obj["kind"] != "StatefulSet" or live is None:
+        return obj
+    claims = [
+        {k: v for k, v in claim.items() if k != "status"}
+        for claim in live["spec"].get("volumeClaimTemplates") or []
+    ]
+    return {**obj, "spec": {**obj["spec"], "volumeClaimTemplates": claims}}
 
 
 def _check_spark_account(

@@ -112,6 +112,7 @@ class KafkaSpec(_Model):
 
 class WorkerSpec(_Model):
     error_handler: Literal["dlq", "fail"] = "dlq"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
     write_cache: bool = True
     cache_max_bytes: int = 10 * 1024 * 1024
     repartition_purge_interval_ms: int = 30_000
@@ -138,6 +139,29 @@ class ServiceAccountTemplate(_Model):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+class ProbeSpec(_Model):
+    """Timing of one of the worker container's probes (what it checks stays the operator's)."""
+
+    initial_delay_seconds: int | None = None
+    period_seconds: int | None = None
+    timeout_seconds: int | None = None
+    failure_threshold: int | None = None
+    success_threshold: int | None = None
+
+
+class ProbesSpec(_Model):
+    liveness: ProbeSpec = Field(default_factory=ProbeSpec)
+    readiness: ProbeSpec = Field(default_factory=ProbeSpec)
+    startup: ProbeSpec | None = None  # unset: no startup probe
+
+
+class MetadataTemplate(_Model):
+    """Extra labels and annotations on an object the operator makes (Strimzi's template.*.metadata)."""
+
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
 class PodTemplateSpec(_Model):
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
@@ -154,6 +178,11 @@ class PodTemplateSpec(_Model):
     init_containers: list[dict[str, Any]] = Field(default_factory=list)
     topology_spread_constraints: list[dict[str, Any]] = Field(default_factory=list)
     service_account: ServiceAccountTemplate = Field(default_factory=ServiceAccountTemplate)
+    security_context: dict[str, Any] = Field(default_factory=dict)  # the Pod's, over the operator's
+    container_security_context: dict[str, Any] = Field(default_factory=dict)  # the worker container's
+    probes: ProbesSpec = Field(default_factory=ProbesSpec)
+    stateful_set: MetadataTemplate = Field(default_factory=MetadataTemplate)
+    persistent_volume_claim: MetadataTemplate = Field(default_factory=MetadataTemplate)
 
 
 class RackSpec(_Model):
@@ -262,6 +291,7 @@ class StreamAppSpec(_Model):
     upgrade: UpgradeSpec = Field(default_factory=UpgradeSpec)
     compaction: CompactionSpec = Field(default_factory=CompactionSpec)
     paused: bool = False
+    restart_nonce: str | None = None
     deletion_policy: Literal["Retain", "DeleteTopics"] = "Retain"
 
 

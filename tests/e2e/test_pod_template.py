@@ -85,7 +85,12 @@ def test_a_worker_pod_with_the_platform_teams_additions_runs_and_counts(  # noqa
             "sidecars": [sidecar],
             "topologySpreadConstraints": [spread],
             "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": ROLE}},
+            "securityContext": {"fsGroup": 2000},
+            "probes": {"readiness": {"periodSeconds": 3}, "startup": {"failureThreshold": 60}},
+            "statefulSet": {"labels": {"team": "platform"}},
+            "persistentVolumeClaim": {"labels": {"backup": "daily"}},
         },
+        worker={"logLevel": "debug"},
     )
     operator = start_operator(tmp_path, namespace, kube.kubeconfig, "operator")
     try:
@@ -122,6 +127,17 @@ def test_a_worker_pod_with_the_platform_teams_additions_runs_and_counts(  # noqa
         assert seen.stdout == "hello from a Secret"
         logs = kubectl("logs", f"{APP}-blue-0", "-n", namespace, "-c", "shipper").stdout
         assert "hello from a Secret" in logs
+        # the platform's tuning, where Kubernetes shows it
+        assert spec["securityContext"]["fsGroup"] == 2000 and spec["securityContext"]["runAsNonRoot"]
+        worker = spec["containers"][0]
+        assert worker["readinessProbe"]["periodSeconds"] == 3
+        assert worker["startupProbe"]["failureThreshold"] == 60
+        assert {"name": "BATON_LOG_LEVEL", "value": "debug"} in worker["env"]
+        sts = get_json(kubectl, "statefulset", f"{APP}-blue", "-n", namespace)
+        assert sts["metadata"]["labels"]["team"] == "platform"
+        claim = get_json(kubectl, "pvc", f"state-{APP}-blue-0", "-n", namespace)
+        assert claim["metadata"]["labels"]["backup"] == "daily"
+        assert '"level":"debug"' in kubectl("logs", f"{APP}-blue-0", "-n", namespace, "-c", "worker").stdout
         # the variables came from the ConfigMap, under the operator's own
         env = kubectl(
             "exec", f"{APP}-blue-1", "-n", namespace, "-c", "worker", "--", "printenv", "COUNTS_TOPIC"

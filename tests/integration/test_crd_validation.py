@@ -315,6 +315,46 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
         ["topologyKey: Required value"],
     ),
     (
+        "pod-runs-as-root",
+        _spec(podTemplate={"securityContext": {"runAsUser": 0, "fsGroup": 1000}}),
+        ["spec.podTemplate.securityContext must not set runAsUser to 0"],
+    ),
+    (
+        "container-not-non-root",
+        _spec(podTemplate={"containerSecurityContext": {"runAsNonRoot": False}}),
+        ["spec.podTemplate.containerSecurityContext must not set runAsNonRoot to false"],
+    ),
+    (
+        "container-privileged",
+        _spec(podTemplate={"containerSecurityContext": {"privileged": True}}),
+        ["must not make the worker privileged or allow privilege escalation"],
+    ),
+    (
+        "liveness-success-threshold",
+        _spec(podTemplate={"probes": {"liveness": {"successThreshold": 2}}}),
+        ["spec.podTemplate.probes.liveness.successThreshold must be 1"],
+    ),
+    (
+        "probe-timeout-over-period",
+        _spec(podTemplate={"probes": {"readiness": {"periodSeconds": 5, "timeoutSeconds": 10}}}),
+        ["spec.podTemplate.probes.readiness.timeoutSeconds must not exceed its periodSeconds"],
+    ),
+    (
+        "statefulset-reserved-label",
+        _spec(podTemplate={"statefulSet": {"labels": {"baton.dev/color": "blue"}}}),
+        ["spec.podTemplate.statefulSet.labels must not use the reserved prefixes"],
+    ),
+    (
+        "claim-reserved-label",
+        _spec(podTemplate={"persistentVolumeClaim": {"labels": {"app.kubernetes.io/name": "x"}}}),
+        ["spec.podTemplate.persistentVolumeClaim.labels must not use the reserved prefixes"],
+    ),
+    (
+        "unknown-log-level",
+        _spec(worker={"logLevel": "verbose"}),
+        ["spec.worker.logLevel", "supported values"],
+    ),
+    (
         "placement-and-pod-affinity",
         _spec(placement={"antiAffinity": "Required"}, podTemplate={"affinity": {"nodeAffinity": {}}}),
         ["spec.placement", "must keep its defaults when spec.podTemplate.affinity is set"],

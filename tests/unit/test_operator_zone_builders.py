@@ -168,10 +168,20 @@ def test_placement_values_are_checked() -> None:
 
 
 def _hash_without_new_fields(sample: Any) -> str:
-    """spec_hash as an operator without spec.rack and spec.placement computed it."""
+    """spec_hash as an operator without spec.rack, spec.placement, spec.restartNonce,
+    spec.worker.logLevel and the later podTemplate fields computed it."""
     dump = sample.spec.model_dump(
-        mode="json", by_alias=True, exclude=set(NOT_DEPLOYED) | {"rack", "placement"}
+        mode="json", by_alias=True, exclude=set(NOT_DEPLOYED) | {"rack", "placement", "restart_nonce"}
     )
+    del dump["worker"]["logLevel"]
+    for field in (
+        "securityContext",
+        "containerSecurityContext",
+        "probes",
+        "statefulSet",
+        "persistentVolumeClaim",
+    ):
+        del dump["podTemplate"][field]
     return hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -184,3 +194,12 @@ def test_an_operator_upgrade_keeps_the_revision_of_apps_without_zones() -> None:
     assert spec_hash(app(rack={}).spec) != base
     assert spec_hash(app(placement={"antiAffinity": "Required"}).spec) != base
     assert spec_hash(app(placement={"antiAffinity": "Preferred"}).spec) == base
+    # the later fields count once set, as anything a Pod runs
+    for changed in (
+        app(restartNonce="1"),
+        app(worker={"logLevel": "debug"}),
+        app(podTemplate={"securityContext": {"fsGroup": 2000}}),
+        app(podTemplate={"probes": {"liveness": {"periodSeconds": 30}}}),
+        app(podTemplate={"statefulSet": {"labels": {"team": "a"}}}),
+    ):
+        assert spec_hash(changed.spec) != base

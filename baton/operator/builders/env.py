@@ -88,6 +88,8 @@ def worker_env(app: StreamApp, color: Color, generation: int = 0) -> list[dict[s
         env += [_value("color", color), _value("control_topic", app.control_topic)]
     if spec.commit_interval_ms is not None:
         env.append(_value("commit_interval_ms", str(spec.commit_interval_ms)))
+    if spec.worker.log_level != "info":  # the worker's default: Pods of apps that keep it stay as they ran
+        env.append(_value("log_level", spec.worker.log_level))
     snapshots = snapshot_source(app)
     if snapshots is not None:
         env.append(_value("snapshot_store", snapshots.store))

@@ -24,12 +24,20 @@ from baton.operator.builders.kafka_access import pod_access
 from baton.operator.builders.rack import api_access
 from baton.operator.builders.snapshots import snapshot_volumes
 from baton.operator.constants import (
+    ANNOTATION_RESTART_NONCE,
     ANNOTATION_SPEC_HASH,
     CONTAINER_NAME,
     METRICS_PORT_NAME,
     STATE_DIR,
 )
-from baton.operator.spec import PlacementSpec, StreamApp, StreamAppSpec
+from baton.operator.spec import (
+    MetadataTemplate,
+    PlacementSpec,
+    ProbeSpec,
+    ProbesSpec,
+    StreamApp,
+    StreamAppSpec,
+)
 
 STATE_VOLUME = "state"
 
@@ -45,10 +53,30 @@ NOT_DEPLOYED = frozenset({"replicas", "paused", "upgrade", "compaction", "deleti
 HASHED_WHEN_SET: dict[str, Any] = {"rack": None, "placement": PlacementSpec()}
 
 
+# The same for nested fields (by their wire path), at the values that render what ran before.
+NESTED_HASHED_WHEN_SET: dict[tuple[str, ...], Any] = {
+    ("restartNonce",): None,
+    ("worker", "logLevel"): "info",
+    ("podTemplate", "securityContext"): {},
+    ("podTemplate", "containerSecurityContext"): {},
+    ("podTemplate", "probes"): ProbesSpec().model_dump(mode="json", by_alias=True),
+    ("podTemplate", "statefulSet"): MetadataTemplate().model_dump(mode="json", by_alias=True),
+    ("podTemplate", "persistentVolumeClaim"): MetadataTemplate().model_dump(mode="json", by_alias=True),
+}
+
+
 def spec_hash(spec: StreamAppSpec) -> str:
     """A short hash of what a color's Pods run: status shows which spec each color has."""
     exclude = set(NOT_DEPLOYED) | {f for f, default in HASHED_WHEN_SET.items() if getattr(spec, f) == default}
-    raw = json.dumps(spec.model_dump(mode="json", by_alias=True, exclude=exclude), sort_keys=True)
+    dumped = spec.model_dump(mode="json", by_alias=True, exclude=exclude)
+    for path, default in NESTED_HASHED_WHEN_SET.items():
+        *parents, leaf = path
+        holder = dumped
+        for key in parents:
+            holder = holder.get(key) or {}
+        if leaf in holder and holder[leaf] == default:
+            del holder[leaf]
+    raw = json.dumps(dumped, sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
@@ -77,13 +105,17 @@ def placement_affinity(app: StreamApp, color: Color) -> dict[str, Any] | None:
     }
 
 
-def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
-    return {
+def _probe(path: str, period: int, failures: int, tuning: ProbeSpec | None = None) -> dict[str, Any]:
+    """What the probe checks is the operator's; its timing may be tuned (``podTemplate.probes``)."""
+    probe: dict[str, Any] = {
         "httpGet": {"path": path, "port": METRICS_PORT_NAME},
         "periodSeconds": period,
         "timeoutSeconds": 2,
         "failureThreshold": failures,
     }
+    if tuning is not None:
+        probe.update(tuning.model_dump(by_alias=True, exclude_none=True))
+    return probe
 
 
 def _volumes(app: StreamApp) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -133,11 +165,14 @@ def pod_template(app: StreamApp, color: Color, generation: int = 0) -> dict[str,
         "ports": [{"name": METRICS_PORT_NAME, "containerPort": spec.worker.metrics_port, "protocol": "TCP"}],
         # Readiness reflects restore state and lag (the worker's /readyz), so a Pod restoring
         # its tasks is not Ready and a deploy waits for it; liveness only catches a hung process.
-        "readinessProbe": _probe("/readyz", period=5, failures=2),
-        "livenessProbe": _probe("/healthz", period=10, failures=6),
-        "securityContext": container_security_context(),
+        "readinessProbe": _probe("/readyz", period=5, failures=2, tuning=tpl.probes.readiness),
+        "livenessProbe": _probe("/healthz", period=10, failures=6, tuning=tpl.probes.liveness),
+        # a user's fields over the restricted defaults (fsGroup, runAsUser, seccompProfile, ...)
+        "securityContext": {**container_security_context(), **tpl.container_security_context},
         "volumeMounts": mounts,
     }
+    if tpl.probes.startup is not None:  # a slow start (a big restore) without a lax liveness probe
+        container["startupProbe"] = _probe("/healthz", period=10, failures=30, tuning=tpl.probes.startup)
     if spec.resources is not None:
         container["resources"] = spec.resources.model_dump(exclude_none=True)
     if tpl.env_from:
@@ -149,7 +184,7 @@ def pod_template(app: StreamApp, color: Color, generation: int = 0) -> dict[str,
         # token of their own projected volume (builders/rack.py); no other Pod gets one.
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": spec.worker.shutdown_grace_seconds + 10,
-        "securityContext": pod_security_context(),
+        "securityContext": {**pod_security_context(), **tpl.security_context},
         "containers": [container, *(_own_container(c) for c in tpl.sidecars)],
         "volumes": volumes + [dict(v) for v in tpl.volumes],
     }
@@ -174,8 +209,11 @@ def pod_template(app: StreamApp, color: Color, generation: int = 0) -> dict[str,
         pod_spec["imagePullSecrets"] = [{"name": s.name} for s in tpl.image_pull_secrets]
     labels = {**tpl.labels, **metadata(app, "", color)["labels"]}
     meta: dict[str, Any] = {"labels": labels}
-    if tpl.annotations:  # the API server drops an empty map; leave it out to compare equal
-        meta["annotations"] = dict(tpl.annotations)
+    annotations = dict(tpl.annotations)
+    if spec.restart_nonce is not None:
+        annotations[ANNOTATION_RESTART_NONCE] = spec.restart_nonce
+    if annotations:  # the API server drops an empty map; leave it out to compare equal
+        meta["annotations"] = annotations
     return {"metadata": meta, "spec": pod_spec}
 
 
@@ -189,14 +227,13 @@ def volume_claim_templates(app: StreamApp) -> list[dict[str, Any]]:
     }
     if state.storage_class_name:
         claim_spec["storageClassName"] = state.storage_class_name
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": STATE_VOLUME},
-            "spec": claim_spec,
-        }
-    ]
+    extra = app.spec.pod_template.persistent_volume_claim
+    meta: dict[str, Any] = {"name": STATE_VOLUME}
+    if extra.labels:
+        meta["labels"] = dict(extra.labels)
+    if extra.annotations:
+        meta["annotations"] = dict(extra.annotations)
+    return [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": claim_spec}]
 
 
 def statefulset(
@@ -212,7 +249,9 @@ def statefulset(
     """
     spec = app.spec
     meta = metadata(app, color_name(app, color), color)
-    meta["annotations"] = {ANNOTATION_SPEC_HASH: spec_hash(spec)}
+    extra = spec.pod_template.stateful_set
+    meta["labels"] = {**extra.labels, **meta["labels"]}  # the operator's own labels win
+    meta["annotations"] = {**extra.annotations, ANNOTATION_SPEC_HASH: spec_hash(spec)}
     delete_state = "Delete" if spec.deletion_policy == "DeleteTopics" else "Retain"
     return {
         "apiVersion": "apps/v1",
