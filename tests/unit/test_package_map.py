@@ -71,6 +71,22 @@ FORBIDDEN = [
     ("baton.worker.assignment", "baton.worker.state", "the assignor sees offset sums, not stores"),
     ("baton.operator", "baton.worker.runtime", "the operator renders workers, it never runs one"),
     ("baton.worker.runtime", "baton.worker.processes", "a worker process does not know it is supervised"),
+    *(
+        (
+            "baton.worker.runtime.processors",
+            f"baton.worker.runtime.{driver}",
+            "processors hold no Kafka client: the task builds and drives them, never the reverse",
+        )
+        for driver in ("tree", "task", "fused", "task_manager", "worker", "producer", "clients", "commit")
+    ),
+    *(
+        (
+            "baton.worker.runtime.processors.base",
+            f"baton.worker.runtime.processors.{family}",
+            "every family builds on base and registers itself; base names none of them",
+        )
+        for family in ("stateless", "aggregate", "windowed", "joins", "table", "custom")
+    ),
     ("baton.testing", "baton.operator", "users' tests of topologies need no operator"),
 ]
 

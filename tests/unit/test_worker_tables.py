@@ -3,12 +3,13 @@ foreign-key joins, run in tasks without Kafka (internal topics carried by hand).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import orjson
 import pytest
 
-from baton import JSON, STR, Topology, TopologyError
+from baton import JSON, STR, Topology, TopologyError, within
 from baton.worker.runtime.internal_topics import planned_topics
 from baton.worker.runtime.task import Task
 from baton.worker.state.stores import MemoryStore
@@ -378,3 +379,11 @@ def test_global_tables_must_be_joined_and_key_is_only_for_them() -> None:
     users = t2.table("users")
     with pytest.raises(TopologyError, match="key= picks the lookup key of a global table"):
         t2.stream("a").join(users, lambda a, b: a, key=lambda k, v: v)
+
+
+def test_a_streams_outer_join_takes_a_stream() -> None:
+    """The one join dispatch of a stream says so, rather than failing on a table's missing attribute."""
+    t = Topology()
+    users = t.table("users")
+    with pytest.raises(TopologyError, match="outer_join\\(\\) takes a stream"):
+        t.stream("a").outer_join(users, lambda a, b: a, windows=within(timedelta(seconds=1)))  # type: ignore[arg-type]

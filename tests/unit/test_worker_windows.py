@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from baton import JSON, STR, Topology, TopologyError, hopping, sessions, tumbling, until_window_closes
-from baton.worker.runtime.processors import STREAM_TIME_KEY
+from baton.worker.runtime.processors.windowed import STREAM_TIME_KEY
 from baton.worker.runtime.window_index import WindowIndex
 from baton.worker.state.stores import MemoryStore
 from baton.worker.topology.windows import SessionWindowedSerde, SessionWindows, TimeWindows, Windowed

@@ -40,7 +40,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from baton.worker.runtime.processors import AggregateProcessor, Processor
+from baton.worker.runtime.processors.aggregate import AggregateProcessor
+from baton.worker.runtime.processors.base import ProcessorNode
 from baton.worker.runtime.producer import dead_letter_stage
 from baton.worker.state.task_store import DELETED, MISSING, entry_size
 from baton.worker.topology.context import ORIGIN_HEADER, RecordContext, decode_origin
@@ -200,7 +201,7 @@ def _set(ctx: RecordContext, offset: int, timestamp: int, origin: tuple[str, int
 
 def fuse(
     node: SourceNode,
-    root: Processor,
+    root: ProcessorNode,
     ctx: RecordContext,
     dead_letter: DeadLetter,
     *,
@@ -212,7 +213,7 @@ def fuse(
     if custom or len(children) != 1:
         return None
     child = children[0]
-    while type(child) is Processor and len(child.children) == 1:  # a merge's pass-through
+    while type(child) is ProcessorNode and len(child.children) == 1:  # a merge's pass-through
         child = child.children[0]
     if type(child) is not AggregateProcessor or not child.store.caching:
         return None

@@ -14,7 +14,8 @@ from typing import Any, Protocol
 
 from baton.worker.naming import TaskId, changelog_topic, internal_topic
 from baton.worker.runtime.fused import FusedAggregate, fuse
-from baton.worker.runtime.processors import CustomProcessor, Processor
+from baton.worker.runtime.processors.base import ProcessorNode
+from baton.worker.runtime.processors.custom import CustomProcessor
 from baton.worker.runtime.producer import dead_letter_stage
 from baton.worker.runtime.punctuation import NO_TIME, Punctuations
 from baton.worker.runtime.record import Record
@@ -57,7 +58,7 @@ class _Source:
         "value_serde",
     )
 
-    def __init__(self, root: Processor, node: SourceNode, *, fused: FusedAggregate | None) -> None:
+    def __init__(self, root: ProcessorNode, node: SourceNode, *, fused: FusedAggregate | None) -> None:
         self.forward = root.forward  # bound to the source's children by build_tree
         self.key_serde, self.value_serde = node.key_serde, node.value_serde
         # the serdes' C functions where they have them: a Python call less per record each
@@ -127,7 +128,7 @@ class Task:
         for store in self.stores.values():
             store.on_flush_error = self._flush_error
         tables = {t.store.name: stores[t.store.name].get for t in sub.tables}
-        memo: dict[int, Processor] = {}
+        memo: dict[int, ProcessorNode] = {}
         # Stream time of the task, kept only for custom processors' punctuators: committed
         # with the offsets (as their metadata) so a restarted task fires where this one would.
         self.punctuations = Punctuations()

@@ -1,89 +1,44 @@
 """One task's processors, made from its sub-topology's nodes.
 
-Kept apart from the processors themselves: this is the one place that knows every kind
-of node, stream and table alike, and how a table's changes reach consumers that want plain
-records (an aggregation read both by ``to_stream()`` and by a table operation).
+Kept apart from the processors themselves: each family registers its node types in a
+``FACTORIES`` table (``runtime/processors/``), and this module merges the tables, looks
+each node up, connects the tree, and knows how a table's changes reach consumers that want
+plain records (an aggregation read both by ``to_stream()`` and by a table operation).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from baton.worker.runtime.processors import (
-    AggregateProcessor,
-    BranchProcessor,
-    CustomProcessor,
-    FilterProcessor,
-    FlatMapProcessor,
-    GlobalJoinProcessor,
-    JoinProcessor,
-    MapProcessor,
-    MapValuesProcessor,
-    PeekProcessor,
-    Processor,
-    SessionAggregateProcessor,
-    SinkProcessor,
-    SlidingWindowAggregateProcessor,
-    StreamJoinProcessor,
-    StreamJoinSideProcessor,
-    TimeWindowAggregateProcessor,
-)
+from baton.worker.runtime.processors import aggregate, base, custom, joins, stateless, table
+from baton.worker.runtime.processors.base import Build, Factory, ProcessorNode
+from baton.worker.runtime.processors.table import ToStreamProcessor, value_getter
 from baton.worker.runtime.punctuation import NO_TIME, Punctuations
-from baton.worker.runtime.table_processors import (
-    ForeignKeyIndexProcessor,
-    ForeignKeyIndexSideProcessor,
-    ForeignKeyResultProcessor,
-    ForeignKeySubscribeProcessor,
-    TableAggregateProcessor,
-    TableFilterProcessor,
-    TableGroupByProcessor,
-    TableJoinProcessor,
-    TableJoinSideProcessor,
-    TableMapValuesProcessor,
-    TableSourceProcessor,
-    ToStreamProcessor,
-    value_getter,
-)
 from baton.worker.state.stores import KeyValueStore
 from baton.worker.state.task_store import TaskStore
 from baton.worker.topology.context import RecordContext, Send, SinkGate
-from baton.worker.topology.graph import (
-    AggregateNode,
-    BranchNode,
-    CustomNode,
-    FilterNode,
-    FlatMapNode,
-    ForeignKeyIndexNode,
-    ForeignKeyIndexSideNode,
-    ForeignKeyResultNode,
-    ForeignKeySubscribeNode,
-    GlobalJoinNode,
-    JoinNode,
-    MapNode,
-    MapValuesNode,
-    Node,
-    PassThroughNode,
-    PeekNode,
-    SinkNode,
-    SourceNode,
-    StreamJoinNode,
-    StreamJoinSideNode,
-    TableFilterNode,
-    TableGroupByNode,
-    TableJoinNode,
-    TableJoinSideNode,
-    TableMapValuesNode,
-    TableNode,
-    ToStreamNode,
-    takes_changes,
-)
-from baton.worker.topology.serdes import Serde
-from baton.worker.topology.windows import (
-    SessionWindowedSerde,
-    SessionWindows,
-    SlidingWindows,
-    TimeWindows,
-    WindowedSerde,
+from baton.worker.topology.graph import AggregateNode, Node, SourceNode, takes_changes
+
+
+def _merged(*families: Mapping[type[Node], Factory]) -> dict[type[Node], Factory]:
+    """One table of every family's node types; a node type claimed twice is a mistake, caught at import."""
+    merged: dict[type[Node], Factory] = {}
+    for family in families:
+        twice = merged.keys() & family.keys()
+        assert not twice, f"node types with two factories: {sorted(t.__name__ for t in twice)}"
+        merged.update(family)
+    return merged
+
+
+# ``processors/windowed.py`` has no table: its processors are ``AggregateNode``s, which
+# ``aggregate``'s factory makes by the node's windows
+FACTORIES = _merged(
+    base.FACTORIES,
+    stateless.FACTORIES,
+    aggregate.FACTORIES,
+    joins.FACTORIES,
+    table.FACTORIES,
+    custom.FACTORIES,
 )
 
 
@@ -97,87 +52,20 @@ def build_tree(
     tables: Mapping[str, Callable[[bytes], bytes | None]],
     global_stores: Mapping[str, KeyValueStore],
     topic_name: Callable[[str, bool], str],
-    memo: dict[int, Processor],
+    memo: dict[int, ProcessorNode],
     on_late: Callable[[], None] = lambda: None,
     punctuations: Punctuations | None = None,
     stream_time: Callable[[], int] = lambda: NO_TIME,
-) -> Processor:
+) -> ProcessorNode:
     """Instantiate the processors below ``source`` for one task (``memo`` shares nodes between sources)."""
 
-    def getter(node: Node) -> Callable[[object], object]:
-        return value_getter(node, stores, tables)
-
-    def make(node: Node) -> Processor:
+    def make(node: Node) -> ProcessorNode:
         if id(node) in memo:
             return memo[id(node)]
-        proc: Processor
-        if isinstance(node, SourceNode | PassThroughNode):
-            proc = Processor()
-        elif isinstance(node, BranchNode):
-            proc = BranchProcessor(node.predicates)
-        elif isinstance(node, FilterNode):
-            proc = FilterProcessor(node.predicate)
-        elif isinstance(node, MapNode):
-            proc = MapProcessor(node.fn)
-        elif isinstance(node, MapValuesNode):
-            proc = MapValuesProcessor(node.fn)
-        elif isinstance(node, FlatMapNode):
-            proc = FlatMapProcessor(node.fn)
-        elif isinstance(node, PeekNode):
-            proc = PeekProcessor(node.fn)
-        elif isinstance(node, SinkNode):
-            proc = SinkProcessor(
-                topic=topic_name(node.topic, node.internal),
-                key_serde=node.key_serde,
-                value_serde=node.value_serde,
-                send=send,
-                ctx=ctx,
-                gate=gate,
-                internal=node.internal,
-            )
-        elif isinstance(node, AggregateNode):
-            proc = _aggregate(node, stores, ctx, on_late)
-        elif isinstance(node, JoinNode):
-            proc = JoinProcessor(node, getter(node.table))
-        elif isinstance(node, GlobalJoinNode):
-            proc = GlobalJoinProcessor(node, global_stores[node.table.store.name])
-        elif isinstance(node, StreamJoinNode):
-            proc = StreamJoinProcessor(node, stores, ctx, on_late)
-        elif isinstance(node, StreamJoinSideNode):
-            proc = StreamJoinSideProcessor(node)
-        elif isinstance(node, CustomNode):
-            assert punctuations is not None, "a task with custom processors keeps their punctuators"
-            proc = CustomProcessor(node, stores, ctx, punctuations, stream_time)
-        elif isinstance(node, TableNode):
-            proc = TableSourceProcessor(node, stores[node.store.name])
-        elif isinstance(node, TableFilterNode):
-            proc = TableFilterProcessor(node.predicate)
-        elif isinstance(node, TableMapValuesNode):
-            proc = TableMapValuesProcessor(node.fn)
-        elif isinstance(node, ToStreamNode):
-            proc = ToStreamProcessor()
-        elif isinstance(node, TableGroupByNode):
-            proc = TableGroupByProcessor(node.selector)
-        elif isinstance(node, TableJoinNode):
-            proc = TableJoinProcessor(node, getter(node.left), getter(node.right))
-        elif isinstance(node, TableJoinSideNode):
-            join = make(node.join)
-            assert isinstance(join, TableJoinProcessor)
-            proc = TableJoinSideProcessor(join, node.left)
-        elif isinstance(node, ForeignKeyResultNode):
-            proc = ForeignKeyResultProcessor(node, stores[node.store.name], getter(node.left))
-        elif isinstance(node, ForeignKeySubscribeNode):
-            result = make(node.result)
-            assert isinstance(result, ForeignKeyResultProcessor)
-            proc = ForeignKeySubscribeProcessor(node, result)
-        elif isinstance(node, ForeignKeyIndexNode):
-            proc = ForeignKeyIndexProcessor(node, stores[node.store.name], getter(node.right))
-        elif isinstance(node, ForeignKeyIndexSideNode):
-            index = make(node.index)
-            assert isinstance(index, ForeignKeyIndexProcessor)
-            proc = ForeignKeyIndexSideProcessor(index, node.registration)
-        else:  # pragma: no cover - the DSL makes no other nodes
+        factory = FACTORIES.get(type(node))
+        if factory is None:  # pragma: no cover - the DSL makes no other nodes
             raise TypeError(f"no processor for {type(node).__name__}")
+        proc = factory(node, build)
         memo[id(node)] = proc
         children = [make(child) for child in node.children]
         if isinstance(node, AggregateNode) and any(takes_changes(c) for c in node.children):
@@ -189,29 +77,23 @@ def build_tree(
         proc.connect(children)
         return proc
 
+    build = Build(
+        ctx=ctx,
+        send=send,
+        gate=gate,
+        stores=stores,
+        global_stores=global_stores,
+        topic_name=topic_name,
+        on_late=on_late,
+        punctuations=punctuations,
+        stream_time=stream_time,
+        processor_of=make,
+        value_of=lambda node: value_getter(node, stores, tables),
+    )
     return make(source)
 
 
-def _aggregate(
-    node: AggregateNode, stores: dict[str, TaskStore], ctx: RecordContext, on_late: Callable[[], None]
-) -> Processor:
-    store = stores[node.store.name]
-    if node.subtractor is not None:
-        return TableAggregateProcessor(node, store)
-    key_serde: Serde[object] = node.store.key_serde
-    if isinstance(node.windows, SlidingWindows):
-        assert isinstance(key_serde, WindowedSerde) and node.buffer is not None
-        buffer = stores[node.buffer.name]
-        return SlidingWindowAggregateProcessor(node, store, buffer, ctx, on_late, key_serde.inner)
-    if isinstance(node.windows, TimeWindows):
-        return TimeWindowAggregateProcessor(node, store, ctx, on_late)
-    if isinstance(node.windows, SessionWindows):
-        assert isinstance(key_serde, SessionWindowedSerde)
-        return SessionAggregateProcessor(node, store, ctx, on_late, key_serde.inner)
-    return AggregateProcessor(node, store)
-
-
-def _values_of(child: Processor) -> Processor:
+def _values_of(child: ProcessorNode) -> ProcessorNode:
     """An adapter in front of ``child``: a table's changes in, their new values out."""
     adapter = ToStreamProcessor()
     adapter.connect([child])

@@ -13,12 +13,17 @@ serdes it was given unless told otherwise, so ``to(topic)`` usually needs none.
 Operations that may change the key (``map``, ``flat_map``, ``group_by``) mark the stream,
 and a later grouping goes through a repartition topic so that equal keys meet in one
 task, as in Kafka Streams.
+
+Over 600 lines on purpose: this is the whole user-facing DSL, and its classes (``Topology``,
+``Stream``, ``Table``, their grouped forms) return one another from nearly every method, so
+split modules would import each other in a circle. What is not DSL surface lives apart:
+the graph (``graph.py``), windows, serdes, changes, custom processors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from baton.worker.topology.changes import AdjustSerde
 from baton.worker.topology.custom import Processor
@@ -68,6 +73,25 @@ from baton.worker.topology.windows import (
     TimeWindows,
     WindowedSerde,
 )
+
+Joiner = Callable[[Any, Any], Any]  # (this side's value, the other's) -> the joined value
+
+
+class StreamJoinOptions(TypedDict, total=False):
+    """The keywords of ``Stream.join`` and ``Stream.left_join``, named once for both."""
+
+    windows: JoinWindows | None  # with a stream: how far apart joined records may be
+    key: Callable[[Any, Any], Any] | None  # with a global table: the lookup key
+    value: Serde[Any] | None
+    name: str | None
+
+
+class TableJoinOptions(TypedDict, total=False):
+    """The keywords of ``Table.join`` and ``Table.left_join``, named once for both."""
+
+    foreign_key: Callable[[Any], Any] | None
+    value: Serde[Any] | None
+    name: str | None
 
 
 class TopologyError(ValueError):
@@ -274,16 +298,24 @@ class Topology:
         return source
 
 
-class Stream:
+class _Handle:
+    """What a stream, a table and their grouped forms hold: the topology, the node the next
+    operation hangs below, and the serdes that flow along (written once for all four)."""
+
+    def __init__(self, topology: Topology, node: Node, key: Serde[Any], value: Serde[Any]) -> None:
+        self._topology = topology
+        self._node = node
+        self.key_serde = key
+        self.value_serde = value
+
+
+class Stream(_Handle):
     """A record stream (Kafka Streams' ``KStream``)."""
 
     def __init__(
         self, topology: Topology, node: Node, key: Serde[Any], value: Serde[Any], key_changed: bool = False
     ) -> None:
-        self._topology = topology
-        self._node = node
-        self.key_serde = key
-        self.value_serde = value
+        super().__init__(topology, node, key, value)
         self._key_changed = key_changed
 
     def _then(
@@ -292,6 +324,13 @@ class Stream:
         self._node.children.append(node)
         changed = self._key_changed if key_changed is None else key_changed
         return Stream(self._topology, node, self.key_serde, value or self.value_serde, changed)
+
+    def _rekeyed(self, node: Node, key: Serde[Any] | None, value: Serde[Any] | None) -> Stream:
+        """``_then`` for an operation that may change the key (a later grouping repartitions),
+        with the new key's serde when one is given."""
+        out = self._then(node, value=value, key_changed=True)
+        out.key_serde = key or self.key_serde
+        return out
 
     def filter(self, predicate: Callable[[Any, Any], bool]) -> Stream:
         """Keep records for which ``predicate(key, value)`` is true."""
@@ -308,9 +347,7 @@ class Stream:
         value: Serde[Any] | None = None,
     ) -> Stream:
         """``fn(key, value) -> (new_key, new_value)``. A later grouping repartitions."""
-        out = self._then(MapNode(self._topology._name("map"), fn), value=value, key_changed=True)
-        out.key_serde = key or self.key_serde
-        return out
+        return self._rekeyed(MapNode(self._topology._name("map"), fn), key, value)
 
     def map_values(self, fn: Callable[[Any], Any], *, value: Serde[Any] | None = None) -> Stream:
         """``fn(value) -> new_value``; the key is untouched, so no repartition is needed."""
@@ -324,9 +361,7 @@ class Stream:
         value: Serde[Any] | None = None,
     ) -> Stream:
         """``fn(key, value) -> iterable of (key, value)``: zero or more records per input."""
-        out = self._then(FlatMapNode(self._topology._name("flat-map"), fn), value=value, key_changed=True)
-        out.key_serde = key or self.key_serde
-        return out
+        return self._rekeyed(FlatMapNode(self._topology._name("flat-map"), fn), key, value)
 
     def flat_map_values(
         self, fn: Callable[[Any], Iterable[Any]], *, value: Serde[Any] | None = None
@@ -391,10 +426,7 @@ class Stream:
             if spec is None:
                 raise TopologyError(f"process() names store {name!r}: declare it first with topology.store()")
             specs.append(spec)
-        node = CustomNode(self._topology._name("process"), factory, specs)
-        out = self._then(node, value=value, key_changed=True)
-        out.key_serde = key or self.key_serde
-        return out
+        return self._rekeyed(CustomNode(self._topology._name("process"), factory, specs), key, value)
 
     def group_by_key(
         self, *, key: Serde[Any] | None = None, value: Serde[Any] | None = None, name: str | None = None
@@ -419,60 +451,67 @@ class Stream:
         return mapped.group_by_key(name=name)
 
     def join(
-        self,
-        other: Table | GlobalTable | Stream,
-        joiner: Callable[[Any, Any], Any],
-        *,
-        windows: JoinWindows | None = None,
-        key: Callable[[Any, Any], Any] | None = None,
-        value: Serde[Any] | None = None,
-        name: str | None = None,
+        self, other: Table | GlobalTable | Stream, joiner: Joiner, **options: Unpack[StreamJoinOptions]
     ) -> Stream:
         """Inner join: ``joiner(value, other_value)``.
 
         With a table: for keys present in the table. With a global table: for records
         whose ``key(key, value)`` (default: the record's key) is in it. With a stream: for
         records of equal keys at most ``windows`` apart in time (``within(...)``), Kafka
-        Streams' KStream-KStream join.
+        Streams' KStream-KStream join. ``value``: the result's serde; ``name``: a
+        stream-stream join's stores.
         """
-        if isinstance(other, Stream):
-            return self._join_stream(other, joiner, windows, value, "inner", name)
-        if isinstance(other, GlobalTable):
-            return self._join_global(other, joiner, key, value, left=False)
-        if key is not None:
-            raise TopologyError(
-                "key= picks the lookup key of a global table; a table is joined on the record's key"
-            )
-        return self._join(other, joiner, value, left=False)
+        return self._join_as("inner", other, joiner, **options)
 
     def left_join(
+        self, other: Table | GlobalTable | Stream, joiner: Joiner, **options: Unpack[StreamJoinOptions]
+    ) -> Stream:
+        """Like :meth:`join` but keeps every record of this side; the other value is None without a match.
+
+        Against a stream, the unmatched record is emitted once its window has closed.
+        """
+        return self._join_as("left", other, joiner, **options)
+
+    def outer_join(
         self,
+        other: Stream,
+        joiner: Joiner,
+        *,
+        windows: JoinWindows,
+        value: Serde[Any] | None = None,
+        name: str | None = None,
+    ) -> Stream:
+        """Stream-stream join keeping unmatched records of both sides (``None`` for the missing one)."""
+        return self._join_as("outer", other, joiner, windows=windows, value=value, name=name)
+
+    def _join_as(
+        self,
+        how: str,
         other: Table | GlobalTable | Stream,
-        joiner: Callable[[Any, Any], Any],
+        joiner: Joiner,
         *,
         windows: JoinWindows | None = None,
         key: Callable[[Any, Any], Any] | None = None,
         value: Serde[Any] | None = None,
         name: str | None = None,
     ) -> Stream:
-        """Like :meth:`join` but keeps every record of this side; the other value is None without a match.
-
-        Against a stream, the unmatched record is emitted once its window has closed.
-        """
+        """The one dispatch of a stream's joins (``how``: inner, left or outer), by what it joins."""
         if isinstance(other, Stream):
-            return self._join_stream(other, joiner, windows, value, "left", name)
+            return self._join_stream(other, joiner, windows, value, how, name)
+        if how == "outer":
+            raise TopologyError("outer_join() takes a stream (a table's outer join is table.outer_join)")
         if isinstance(other, GlobalTable):
-            return self._join_global(other, joiner, key, value, left=True)
+            return self._join_global(other, joiner, key, value, left=how == "left")
         if key is not None:
             raise TopologyError(
                 "key= picks the lookup key of a global table; a table is joined on the record's key"
             )
-        return self._join(other, joiner, value, left=True)
+        return self._join(other, joiner, value, left=how == "left")
 
     def _join_global(
         self,
         table: GlobalTable,
-        joiner: Callable[[Any, Any], Any],
+        joiner: Joiner,
         key: Callable[[Any, Any], Any] | None,
         value: Serde[Any] | None,
         left: bool,
@@ -480,18 +519,6 @@ class Stream:
         selector = key if key is not None else (lambda k, _v: k)
         node = GlobalJoinNode(self._topology._name("global-join"), table._node, selector, joiner, left)
         return self._then(node, value=value)  # the record keeps its key: no repartition
-
-    def outer_join(
-        self,
-        other: Stream,
-        joiner: Callable[[Any, Any], Any],
-        *,
-        windows: JoinWindows,
-        value: Serde[Any] | None = None,
-        name: str | None = None,
-    ) -> Stream:
-        """Stream-stream join keeping unmatched records of both sides (``None`` for the missing one)."""
-        return self._join_stream(other, joiner, windows, value, "outer", name)
 
     def _join_stream(  # noqa: PLR0917 - the join's parts
         self,
@@ -622,7 +649,7 @@ class BranchedStream:
             self._result[name] = made
 
 
-class GroupedStream:
+class GroupedStream(_Handle):
     """Records grouped by key, ready to aggregate (``KGroupedStream``)."""
 
     def __init__(
@@ -633,10 +660,7 @@ class GroupedStream:
         value: Serde[Any],
         windows: TimeWindows | SessionWindows | SlidingWindows | None = None,
     ) -> None:
-        self._topology = topology
-        self._node = node
-        self.key_serde = key
-        self.value_serde = value
+        super().__init__(topology, node, key, value)
         self._windows = windows
 
     def windowed_by(self, windows: TimeWindows | SessionWindows | SlidingWindows) -> GroupedStream:
@@ -733,14 +757,8 @@ def until_window_closes() -> Suppressed:
 _STREAM_ONLY = frozenset({"to", "peek", "flat_map", "flat_map_values", "map", "process", "group_by_key"})
 
 
-class Table:
+class Table(_Handle):
     """A changelog stream seen as its latest value per key (``KTable``)."""
-
-    def __init__(self, topology: Topology, node: Node, key: Serde[Any], value: Serde[Any]) -> None:
-        self._topology = topology
-        self._node = node
-        self.key_serde = key
-        self.value_serde = value
 
     if not TYPE_CHECKING:  # for the type checker a Table has exactly the methods below
 
@@ -841,56 +859,38 @@ class Table:
         source = t._repartition(node, k, AdjustSerde(v), name)
         return GroupedTable(t, source, k, v)
 
-    def join(
-        self,
-        other: Table,
-        joiner: Callable[[Any, Any], Any],
-        *,
-        foreign_key: Callable[[Any], Any] | None = None,
-        value: Serde[Any] | None = None,
-        name: str | None = None,
-    ) -> Table:
+    def join(self, other: Table, joiner: Joiner, **options: Unpack[TableJoinOptions]) -> Table:
         """Inner table-table join: ``joiner(value, other_value)`` for keys present in both.
 
         With ``foreign_key=fn``, a foreign-key join: each row of this table meets the row
         of ``other`` whose key is ``fn(value)`` (Kafka Streams' KIP-213); the result is keyed
         like this table, and follows updates of both sides. Without it, both tables must be
-        keyed alike and co-partitioned.
+        keyed alike and co-partitioned. ``value``: the result's serde; ``name``: a
+        foreign-key join's stores and topics.
         """
-        return self._join(other, joiner, "inner", foreign_key, value, name)
+        return self._join_as("inner", other, joiner, **options)
 
-    def left_join(
+    def left_join(self, other: Table, joiner: Joiner, **options: Unpack[TableJoinOptions]) -> Table:
+        """Like :meth:`join`, keeping every row of this table (``other_value`` None without a match)."""
+        return self._join_as("left", other, joiner, **options)
+
+    def outer_join(
+        self, other: Table, joiner: Joiner, *, value: Serde[Any] | None = None, name: str | None = None
+    ) -> Table:
+        """Rows present in either table: ``joiner(value, other_value)`` with None for the missing side."""
+        return self._join_as("outer", other, joiner, value=value, name=name)
+
+    def _join_as(
         self,
+        how: str,
         other: Table,
-        joiner: Callable[[Any, Any], Any],
+        joiner: Joiner,
         *,
         foreign_key: Callable[[Any], Any] | None = None,
         value: Serde[Any] | None = None,
         name: str | None = None,
     ) -> Table:
-        """Like :meth:`join`, keeping every row of this table (``other_value`` None without a match)."""
-        return self._join(other, joiner, "left", foreign_key, value, name)
-
-    def outer_join(
-        self,
-        other: Table,
-        joiner: Callable[[Any, Any], Any],
-        *,
-        value: Serde[Any] | None = None,
-        name: str | None = None,
-    ) -> Table:
-        """Rows present in either table: ``joiner(value, other_value)`` with None for the missing side."""
-        return self._join(other, joiner, "outer", None, value, name)
-
-    def _join(  # noqa: PLR0917 - the join's parts
-        self,
-        other: Table,
-        joiner: Callable[[Any, Any], Any],
-        how: str,
-        foreign_key: Callable[[Any], Any] | None,
-        value: Serde[Any] | None,
-        name: str | None,
-    ) -> Table:
+        """The one dispatch of a table's joins (``how``: inner, left or outer), by ``foreign_key``."""
         if not isinstance(other, Table):
             raise TopologyError("a table joins another table (a stream joins a table with stream.join)")
         left, right = self._updates("join"), other._updates("join")
@@ -959,14 +959,8 @@ class GlobalTable:
         return self._node.store.name
 
 
-class GroupedTable:
+class GroupedTable(_Handle):
     """A table's rows re-keyed by ``Table.group_by``, ready to aggregate (``KGroupedTable``)."""
-
-    def __init__(self, topology: Topology, node: Node, key: Serde[Any], value: Serde[Any]) -> None:
-        self._topology = topology
-        self._node = node
-        self.key_serde = key
-        self.value_serde = value
 
     def aggregate(
         self,

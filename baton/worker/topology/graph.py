@@ -1,9 +1,10 @@
 """The logical topology: nodes the DSL records, and how they split into sub-topologies.
 
 These are plain data. The DSL (``dsl.py``) builds them, ``build()`` validates them and
-groups them into sub-topologies, and ``processors.py`` turns one sub-topology into the
-per-task processor chain. Keeping the graph inert lets unit tests check its shape
-without Kafka, and lets the operator reason about it (e.g. "has a repartition step").
+groups them into sub-topologies, and the runtime (``runtime/tree.py``, from each processor
+family's ``{node type: factory}`` table) turns one sub-topology into the per-task processor
+tree. Keeping the graph inert lets unit tests check its shape without Kafka, and lets the
+operator reason about it (e.g. "has a repartition step").
 """
 
 from __future__ import annotations

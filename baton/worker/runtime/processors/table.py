@@ -14,6 +14,10 @@ with the right value, at once and again whenever that right row changes. The lef
 joins a *response* only if its hash still matches the current left row (else a newer
 subscription is on its way), and keeps the results in a store so it can say what each
 result replaced.
+
+Table-table and foreign-key joins live here, not with the stream joins: they take and make
+changes and read both sides through value getters, as every table operation does. A
+grouped table's aggregation (``TableAggregateProcessor``) is with the other aggregations.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from baton.worker.runtime.processors import AggregateProcessor, Processor, drop
+from baton.worker.runtime.processors.base import Build, Factory, ProcessorNode, drop
 from baton.worker.state.task_store import MISSING, TaskStore
 from baton.worker.topology.changes import (
     DIGEST_SIZE,
@@ -38,13 +42,17 @@ from baton.worker.topology.changes import (
 from baton.worker.topology.graph import (
     AggregateNode,
     ForeignKeyIndexNode,
+    ForeignKeyIndexSideNode,
     ForeignKeyResultNode,
     ForeignKeySubscribeNode,
     Node,
     TableFilterNode,
+    TableGroupByNode,
     TableJoinNode,
+    TableJoinSideNode,
     TableMapValuesNode,
     TableNode,
+    ToStreamNode,
 )
 
 Getter = Callable[[Any], Any]  # key -> the table's value for it, None if absent
@@ -121,7 +129,7 @@ def store_change(
     forward(key, Change(value, old))
 
 
-class TableSourceProcessor(Processor):
+class TableSourceProcessor(ProcessorNode):
     """A processed table's records: stored (the write cache logs them), forwarded as changes at once."""
 
     __slots__ = ("key_serialize", "store")
@@ -138,7 +146,7 @@ class TableSourceProcessor(Processor):
         store_change(self.store, self.key_serialize(key), key, value, self.forward)
 
 
-class TableFilterProcessor(Processor):
+class TableFilterProcessor(ProcessorNode):
     __slots__ = ("predicate",)
 
     def __init__(self, predicate: Callable[[Any, Any], bool]) -> None:
@@ -155,7 +163,7 @@ class TableFilterProcessor(Processor):
             self.forward(key, Change(new, old))
 
 
-class TableMapValuesProcessor(Processor):
+class TableMapValuesProcessor(ProcessorNode):
     __slots__ = ("fn",)
 
     def __init__(self, fn: Callable[[Any], Any]) -> None:
@@ -168,7 +176,7 @@ class TableMapValuesProcessor(Processor):
         self.forward(key, Change(None if new is None else fn(new), None if old is None else fn(old)))
 
 
-class ToStreamProcessor(Processor):
+class ToStreamProcessor(ProcessorNode):
     """A table's changes as records: the new value (None: the row was deleted)."""
 
     __slots__ = ()
@@ -177,7 +185,7 @@ class ToStreamProcessor(Processor):
         self.forward(key, change.new)
 
 
-class TableGroupByProcessor(Processor):
+class TableGroupByProcessor(ProcessorNode):
     """Sends each change to the groups it touches: ``Adjust(old, None)`` to the old group,
     ``Adjust(None, new)`` to the new one, or one ``Adjust(old, new)`` when the group stays."""
 
@@ -201,32 +209,7 @@ class TableGroupByProcessor(Processor):
             self.forward(new_group, Adjust(None, new_value))
 
 
-class TableAggregateProcessor(AggregateProcessor):
-    """A grouped table's aggregation: subtract what left the group, add what joined it."""
-
-    __slots__ = ("subtractor",)
-
-    def __init__(self, node: AggregateNode, store: TaskStore) -> None:
-        super().__init__(node, store)
-        assert node.subtractor is not None
-        self.subtractor = node.subtractor
-
-    def process(self, key: Any, value: Any) -> None:
-        if key is None or value is None:
-            return
-        old, new = value
-        key_bytes = self.key_serialize(key)
-        current = self.store.get(key_bytes)
-        if current is MISSING:
-            current = self.initializer()
-        if old is not None:
-            current = self.subtractor(key, old, current)
-        if new is not None:
-            current = self.aggregator(key, new, current)
-        self.store.put(key_bytes, key, current)
-
-
-class TableJoinProcessor(Processor):
+class TableJoinProcessor(ProcessorNode):
     """A table-table join: a change on one side is joined with the other side's current row."""
 
     __slots__ = ("how", "joiner", "left", "right")
@@ -248,7 +231,7 @@ class TableJoinProcessor(Processor):
             self.forward(key, Change(new, old))
 
 
-class TableJoinSideProcessor(Processor):
+class TableJoinSideProcessor(ProcessorNode):
     __slots__ = ("from_left", "join")
 
     def __init__(self, join: TableJoinProcessor, from_left: bool) -> None:
@@ -259,7 +242,7 @@ class TableJoinSideProcessor(Processor):
         self.join.update(self.from_left, key, change)
 
 
-class ForeignKeyResultProcessor(Processor):
+class ForeignKeyResultProcessor(ProcessorNode):
     """Left task: joins the responses that still match their left row; keeps the results."""
 
     __slots__ = (
@@ -299,7 +282,7 @@ class ForeignKeyResultProcessor(Processor):
         store_change(self.store, self.key_serialize(key), key, result, self.forward)
 
 
-class ForeignKeySubscribeProcessor(Processor):
+class ForeignKeySubscribeProcessor(ProcessorNode):
     """Left task: a left row's change (un)subscribes it; rows without a foreign key settle at once."""
 
     __slots__ = ("foreign_key", "key_serialize", "left_serialize", "result")
@@ -327,7 +310,7 @@ class ForeignKeySubscribeProcessor(Processor):
         self.forward(new_fk, encode_subscription(SUBSCRIBE, digest, key_bytes))
 
 
-class ForeignKeyIndexProcessor(Processor):
+class ForeignKeyIndexProcessor(ProcessorNode):
     """Right task: who subscribed to each right key, and the responses they are owed.
 
     Subscribers of one right key are one stored value (left key -> hash), so a right key
@@ -368,7 +351,7 @@ class ForeignKeyIndexProcessor(Processor):
             self.forward(bytes.fromhex(left_key), encode_response(bytes.fromhex(digest), raw))
 
 
-class ForeignKeyIndexSideProcessor(Processor):
+class ForeignKeyIndexSideProcessor(ProcessorNode):
     __slots__ = ("index", "registration")
 
     def __init__(self, index: ForeignKeyIndexProcessor, registration: bool) -> None:
@@ -382,3 +365,42 @@ class ForeignKeyIndexSideProcessor(Processor):
             self.index.register(key, value)
         else:
             self.index.right_changed(key, value)
+
+
+def _table_join_side(node: TableJoinSideNode, build: Build) -> ProcessorNode:
+    join = build.processor_of(node.join)
+    assert isinstance(join, TableJoinProcessor)
+    return TableJoinSideProcessor(join, node.left)
+
+
+def _foreign_key_subscribe(node: ForeignKeySubscribeNode, build: Build) -> ProcessorNode:
+    result = build.processor_of(node.result)
+    assert isinstance(result, ForeignKeyResultProcessor)
+    return ForeignKeySubscribeProcessor(node, result)
+
+
+def _foreign_key_index_side(node: ForeignKeyIndexSideNode, build: Build) -> ProcessorNode:
+    index = build.processor_of(node.index)
+    assert isinstance(index, ForeignKeyIndexProcessor)
+    return ForeignKeyIndexSideProcessor(index, node.registration)
+
+
+FACTORIES: dict[type[Node], Factory] = {
+    TableNode: lambda node, build: TableSourceProcessor(node, build.stores[node.store.name]),
+    TableFilterNode: lambda node, _build: TableFilterProcessor(node.predicate),
+    TableMapValuesNode: lambda node, _build: TableMapValuesProcessor(node.fn),
+    ToStreamNode: lambda _node, _build: ToStreamProcessor(),
+    TableGroupByNode: lambda node, _build: TableGroupByProcessor(node.selector),
+    TableJoinNode: lambda node, build: TableJoinProcessor(
+        node, build.value_of(node.left), build.value_of(node.right)
+    ),
+    TableJoinSideNode: _table_join_side,
+    ForeignKeyResultNode: lambda node, build: ForeignKeyResultProcessor(
+        node, build.stores[node.store.name], build.value_of(node.left)
+    ),
+    ForeignKeySubscribeNode: _foreign_key_subscribe,
+    ForeignKeyIndexNode: lambda node, build: ForeignKeyIndexProcessor(
+        node, build.stores[node.store.name], build.value_of(node.right)
+    ),
+    ForeignKeyIndexSideNode: _foreign_key_index_side,
+}

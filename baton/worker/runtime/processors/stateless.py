@@ -1,0 +1,173 @@
+"""Stateless processors: record in, records out, nothing kept (Kafka Streams' ``KStreamFilter``,
+``KStreamMap``, ``KStreamBranch`` and the like), and the sink that writes to a topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from baton.worker.runtime.processors.base import Build, Factory, ProcessorNode
+from baton.worker.topology.context import (
+    ORIGIN_HEADER,
+    OpenGate,
+    RecordContext,
+    Send,
+    SinkGate,
+    encode_origin,
+)
+from baton.worker.topology.graph import (
+    BranchNode,
+    FilterNode,
+    FlatMapNode,
+    MapNode,
+    MapValuesNode,
+    Node,
+    PeekNode,
+    SinkNode,
+)
+from baton.worker.topology.serdes import Serde
+
+
+class FilterProcessor(ProcessorNode):
+    __slots__ = ("predicate",)
+
+    def __init__(self, predicate: Callable[[Any, Any], bool]) -> None:
+        super().__init__()
+        self.predicate = predicate
+
+    def process(self, key: Any, value: Any) -> None:
+        if self.predicate(key, value):
+            self.forward(key, value)
+
+
+class BranchProcessor(ProcessorNode):
+    """``split()``: the record goes to the child of the first predicate that holds (None: always)."""
+
+    __slots__ = ("predicates",)
+
+    def __init__(self, predicates: list[Callable[[Any, Any], bool] | None]) -> None:
+        super().__init__()
+        self.predicates = predicates
+
+    def connect(self, children: list[ProcessorNode]) -> None:
+        self.children = children  # routed by ``process``, never fanned out
+
+    def process(self, key: Any, value: Any) -> None:
+        for predicate, child in zip(self.predicates, self.children, strict=True):
+            if predicate is None or predicate(key, value):
+                child.process(key, value)
+                return
+
+
+class MapProcessor(ProcessorNode):
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any, Any], tuple[Any, Any]]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def process(self, key: Any, value: Any) -> None:
+        new_key, new_value = self.fn(key, value)
+        self.forward(new_key, new_value)
+
+
+class MapValuesProcessor(ProcessorNode):
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def process(self, key: Any, value: Any) -> None:
+        self.forward(key, self.fn(value))
+
+
+class FlatMapProcessor(ProcessorNode):
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def process(self, key: Any, value: Any) -> None:
+        for new_key, new_value in self.fn(key, value):
+            self.forward(new_key, new_value)
+
+
+class PeekProcessor(ProcessorNode):
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any, Any], None]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def process(self, key: Any, value: Any) -> None:
+        self.fn(key, value)
+        self.forward(key, value)
+
+
+class SinkProcessor(ProcessorNode):
+    """Serializes and sends to a topic. External sinks pass the gate; repartition sinks carry the origin."""
+
+    __slots__ = ("ctx", "gate", "internal", "key_serde", "send", "topic", "value_serde")
+
+    def __init__(
+        self,
+        *,
+        topic: str,
+        key_serde: Serde[Any],
+        value_serde: Serde[Any],
+        send: Send,
+        ctx: RecordContext,
+        gate: SinkGate,
+        internal: bool,
+    ) -> None:
+        super().__init__()
+        self.topic = topic
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.send = send
+        self.ctx = ctx
+        # a single deployment's gate lets everything through: no call per record for it
+        self.gate: SinkGate | None = None if isinstance(gate, OpenGate) else gate
+        self.internal = internal
+
+    def process(self, key: Any, value: Any) -> None:
+        ctx = self.ctx
+        key_bytes = None if key is None else self.key_serde.serialize(key)
+        value_bytes = None if value is None else self.value_serde.serialize(value)
+        if self.internal:
+            origin = encode_origin(ctx.origin_topic, ctx.origin_partition, ctx.origin_offset)
+            self.send(self.topic, key_bytes, value_bytes, None, ctx.timestamp, [(ORIGIN_HEADER, origin)])
+        elif self.gate is None or self.gate.allows(ctx.origin_topic, ctx.origin_partition, ctx.origin_offset):
+            self.send(self.topic, key_bytes, value_bytes, None, ctx.timestamp, None)
+
+    def process_serialized(self, key_bytes: bytes, value_bytes: bytes | None) -> None:
+        """``process`` for a key and value already serialized with this sink's serdes (a store's flush)."""
+        ctx = self.ctx
+        if self.gate is None or self.gate.allows(ctx.origin_topic, ctx.origin_partition, ctx.origin_offset):
+            self.send(self.topic, key_bytes, value_bytes, None, ctx.timestamp, None)
+
+
+def _sink(node: SinkNode, build: Build) -> ProcessorNode:
+    return SinkProcessor(
+        topic=build.topic_name(node.topic, node.internal),
+        key_serde=node.key_serde,
+        value_serde=node.value_serde,
+        send=build.send,
+        ctx=build.ctx,
+        gate=build.gate,
+        internal=node.internal,
+    )
+
+
+FACTORIES: dict[type[Node], Factory] = {
+    BranchNode: lambda node, _build: BranchProcessor(node.predicates),
+    FilterNode: lambda node, _build: FilterProcessor(node.predicate),
+    MapNode: lambda node, _build: MapProcessor(node.fn),
+    MapValuesNode: lambda node, _build: MapValuesProcessor(node.fn),
+    FlatMapNode: lambda node, _build: FlatMapProcessor(node.fn),
+    PeekNode: lambda node, _build: PeekProcessor(node.fn),
+    SinkNode: _sink,
+}
