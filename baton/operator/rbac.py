@@ -73,6 +73,9 @@ def namespaced_rules(name: str = DEFAULT_OPERATOR_NAME) -> list[dict[str, Any]]:
             "resourceNames": [compactor_role_name(name)],
             "verbs": ["bind"],
         },
+        # spec.state.size grown: each worker's claim expanded (never created or deleted: the
+        # StatefulSets make them, and they outlive the app unless deletionPolicy says otherwise)
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list", "patch"]},
         # Rolling upgrades (OnDelete): read worker Pods' readiness, delete one outdated Pod at a time.
         {"apiGroups": [""], "resources": ["pods"], "verbs": [*_READ, "delete"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},

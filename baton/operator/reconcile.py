@@ -33,7 +33,8 @@ from baton.operator.builders.common import selector_string
 from baton.operator.builders.desired import ColorRun, color_runs
 from baton.operator.builders.rack import DEFAULT_NODE_READER_ROLE, binding_selector
 from baton.operator.builders.statefulset import spec_hash
-from baton.operator.constants import API_VERSION, KIND
+from baton.operator.claims import expansion, undersized
+from baton.operator.constants import API_VERSION, KIND, LABEL_APP
 from baton.operator.deploy import (
     ANNOTATION_PROMOTE,
     ANNOTATION_ROLLBACK,
@@ -495,6 +496,7 @@ def _apply_all(  # noqa: PLR0917
             if drift.schedule_changed(before, after):
                 kube.reschedule(after)
     _check_spark_account(kube, app, body, events, changed)
+    _expand_claims(kube, app, body, events)
     wanted = {(o["kind"], o["metadata"]["name"]) for o in objects}
     owned = kube.owned(app.name, app.uid or "", app.namespace)
     for api_version, kind in CLUSTER_KINDS:  # no owner reference: the app's by its labels
@@ -505,6 +507,20 @@ def _apply_all(  # noqa: PLR0917
             outcome.pruned.append(_ref(obj))
             events(body, "Normal", "Pruned", f"deleted {_ref(obj)}: no longer part of the spec")
     return None
+
+
+def _expand_claims(kube: Kube, app: StreamApp, body: dict[str, Any], events: EventSink) -> None:
+    """Raise the workers' claims to spec.state.size (claims.py says why here)."""
+    if app.spec.state.store != "rocksdb":
+        return
+    found = kube.list("v1", "PersistentVolumeClaim", app.namespace, f"{LABEL_APP}={app.name}")
+    for name in undersized(found, app.spec.state.size):
+        try:
+            kube.apply(expansion(name, app.namespace, app.spec.state.size))
+        except RefusedError as exc:
+            events(body, "Warning", "ClaimNotExpanded", f"claim {name} not expanded: {exc}")
+            continue
+        events(body, "Normal", "ClaimExpanded", f"claim {name} asked for {app.spec.state.size}")
 
 
 def keep_claim_templates(obj: dict[str, Any], live: dict[str, Any] | None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ runs and counts exactly; each addition is where the Pod shows it.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.e2e
 
 APP = "click-counter"
 ROLE = "arn:aws:iam::123456789012:role/clicks"
+EXPANDABLE = "baton-expandable"
 
 
 def test_a_worker_pod_with_the_platform_teams_additions_runs_and_counts(  # noqa: PLR0917
@@ -36,6 +38,18 @@ def test_a_worker_pod_with_the_platform_teams_additions_runs_and_counts(  # noqa
     tmp_path: Path,
 ) -> None:
     install_crds(kubectl)
+    # the node's provisioner, in a class that allows expansion (the default one does not)
+    apply(
+        kubectl,
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": EXPANDABLE},
+            "provisioner": "rancher.io/local-path",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowVolumeExpansion": True,
+        },
+    )
     clicks, counts_topic = new_topic(partitions=2), new_topic(partitions=2)
     for obj in (
         {
@@ -74,7 +88,7 @@ def test_a_worker_pod_with_the_platform_teams_additions_runs_and_counts(  # noqa
         replicas=2,
         standbyReplicas=0,
         resources={},
-        state={"store": "rocksdb", "size": "128Mi"},
+        state={"store": "rocksdb", "size": "128Mi", "storageClassName": EXPANDABLE},
         upgrade={"strategy": "Rolling"},
         placement={"antiAffinity": "None"},  # two Pods on the one node
         podTemplate={
@@ -143,6 +157,20 @@ def test_a_worker_pod_with_the_platform_teams_additions_runs_and_counts(  # noqa
             "exec", f"{APP}-blue-1", "-n", namespace, "-c", "worker", "--", "printenv", "COUNTS_TOPIC"
         )
         assert env.stdout.strip() == counts_topic
+
+        # a larger state size: the operator asks each existing claim for it (the claim templates
+        # of the StatefulSet never change)
+        grown = json.loads(json.dumps(manifest))
+        grown["spec"]["state"]["size"] = "256Mi"
+        apply(kubectl, grown)
+
+        def requested() -> set[str]:
+            found = get_json(kubectl, "pvc", "-n", namespace, "-l", f"baton.dev/app={APP}")["items"]
+            return {c["spec"]["resources"]["requests"]["storage"] for c in found}
+
+        wait_for("both claims asked for 256Mi", lambda: requested() == {"256Mi"}, 60)
+        events = get_json(kubectl, "events", "-n", namespace, "--field-selector", "reason=ClaimExpanded")
+        assert len(events["items"]) >= 2, events
     except BaseException:
         print(operator.text()[-6000:])
         raise

@@ -398,7 +398,13 @@ def test_missing_required_fields(crds: None, kubectl: KubectlFn, namespace: str)
     ("field", "change", "message"),
     [
         ("applicationId", {"applicationId": "other-id"}, "spec.applicationId is immutable"),
-        ("state", {"state": {"store": "rocksdb", "size": "20Gi"}}, "spec.state is immutable"),
+        ("state-store", {"state": {"store": "memory"}}, "spec.state.store is immutable"),
+        ("state-shrinks", {"state": {"store": "rocksdb", "size": "512Mi"}}, "spec.state.size may only grow"),
+        (
+            "state-class",
+            {"state": {"store": "rocksdb", "size": "2Gi", "storageClassName": "fast"}},
+            "spec.state.storageClassName is immutable",
+        ),
     ],
 )
 def test_immutable_fields(  # noqa: PLR0917 (fixtures and parameters)
@@ -408,6 +414,14 @@ def test_immutable_fields(  # noqa: PLR0917 (fixtures and parameters)
     out = kubectl("apply", "-f", "-", input=json.dumps(example_manifest(namespace, **change)), check=False)
     assert out.returncode != 0, f"changing {field} was accepted"
     assert message in out.stderr
+
+
+def test_state_size_may_grow(crds: None, kubectl: KubectlFn, namespace: str) -> None:
+    kubectl("apply", "-f", "-", input=json.dumps(example_manifest(namespace)))
+    grown = example_manifest(namespace, state={"store": "rocksdb", "size": "4Gi"})
+    kubectl("apply", "-f", "-", input=json.dumps(grown))
+    live = json.loads(kubectl("get", "sapp", grown["metadata"]["name"], "-n", namespace, "-o", "json").stdout)
+    assert live["spec"]["state"]["size"] == "4Gi"
 
 
 def test_application_id_cannot_be_added_later(crds: None, kubectl: KubectlFn, namespace: str) -> None:

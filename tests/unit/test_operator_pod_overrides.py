@@ -114,3 +114,19 @@ def test_an_existing_statefulset_keeps_its_claim_templates() -> None:
     ]
     assert kept["spec"]["template"] == desired["spec"]["template"]
     assert keep_claim_templates(desired, None) is desired  # a new StatefulSet gets the metadata
+
+
+def test_claims_smaller_than_the_state_size_are_expanded_alone() -> None:
+    from baton.operator.claims import expansion, undersized
+
+    def claim(name: str, storage: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"resources": {"requests": {"storage": storage}}}}
+
+    claims = [
+        claim("state-a-blue-1", "1Gi"),
+        claim("state-a-blue-0", "1024Mi"),
+        claim("state-a-green-0", "4Gi"),
+    ]
+    assert undersized(claims, "2Gi") == ["state-a-blue-0", "state-a-blue-1"]
+    assert undersized(claims, "1Gi") == []
+    assert expansion("state-a-blue-0", "ns", "2Gi")["spec"] == {"resources": {"requests": {"storage": "2Gi"}}}
