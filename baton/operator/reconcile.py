@@ -496,7 +496,8 @@ def _apply_all(  # noqa: PLR0917
             if drift.schedule_changed(before, after):
                 kube.reschedule(after)
     _check_spark_account(kube, app, body, events, changed)
-    _expand_claims(kube, app, body, events)
+    if any(o["kind"] == "StatefulSet" for o in changed):  # a pass at rest lists no claims
+        _expand_claims(kube, app, body, events)
     wanted = {(o["kind"], o["metadata"]["name"]) for o in objects}
     owned = kube.owned(app.name, app.uid or "", app.namespace)
     for api_version, kind in CLUSTER_KINDS:  # no owner reference: the app's by its labels

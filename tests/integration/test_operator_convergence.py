@@ -167,7 +167,7 @@ def test_compaction_on_makes_the_cronjob_and_its_identity_and_off_prunes_them(
     operator("--no-kafka")
     compaction = {"enabled": True, "snapshotStore": "s3a://bucket/baton", "schedule": "@hourly"}
     apply(kubectl, example_manifest(namespace, compaction=compaction))
-    kinds = ("cronjob", "serviceaccount", "role", "rolebinding")
+    kinds = ("cronjob", "serviceaccount", "rolebinding")  # bound to the compactor ClusterRole: no Role
     for kind in kinds:
         wait_for(
             f"{kind} click-counter-compactor",

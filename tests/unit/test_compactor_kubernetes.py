@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from baton.compactor import kubernetes
-from baton.compactor.cronjob import compactor_identity, cronjob
+from baton.compactor.cronjob import DEFAULT_COMPACTOR_ROLE, compactor_identity, cronjob
 from baton.compactor.entrypoint import BACKEND, driver_command, executor_command
 from baton.compactor.session import driver_settings
 from baton.images import RUN_AS_USER
+from baton.operator.rbac import compactor_rules
 from tests.support.compaction import streamapp
 
 TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "streams", "effect": "NoSchedule"}
@@ -71,9 +72,16 @@ def test_the_driver_runs_as_sparks_account_with_the_cluster_as_master_and_two_ex
 
 
 def test_sparks_account_may_write_the_apps_status_and_nothing_is_granted_to_create_pods() -> None:
-    role, binding = compactor_identity(_app(kubernetes={"serviceAccount": "etl"}))[1:]
+    """Bound with the Job's account to the compactor ClusterRole (StreamApps' status only,
+    operator/rbac.py compactor_rules): the operator grants nothing that creates Pods."""
+    (binding,) = compactor_identity(_app(kubernetes={"serviceAccount": "etl"}))[1:]
     assert {s["name"] for s in binding["subjects"]} == {"clicks-compactor", "etl"}
-    assert all("pods" not in rule["resources"] for rule in role["rules"])
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": DEFAULT_COMPACTOR_ROLE,
+    }
+    assert all("pods" not in rule["resources"] for rule in compactor_rules())
 
 
 def test_the_driver_learns_its_pod_and_writes_the_executor_template_at_start(tmp_path: Path) -> None:
