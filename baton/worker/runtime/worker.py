@@ -683,8 +683,9 @@ class Worker:
         """Every store open here, for the metrics server's thread: it copies each map the
         processing thread changes in one C-level step (``list``) before walking it."""
         out = [("global", name, "global", store) for name, store in list(self.globals.stores.items())]
+        restoring = self.task_manager.restoring()
         for task in list(self.task_manager.tasks.values()):
-            role = "restoring" if task.id in self.task_manager.restoring() else "active"
+            role = "restoring" if task.id in restoring else "active"
             out += [(str(task.id), name, role, store) for name, store in list(task.persistent.items())]
         warmups = self._roles.warmup
         for task_id, hosted in list(self.standbys.hosted.items()):
