@@ -16,7 +16,7 @@
 # then the project itself with --no-deps; the JRE at an exact Debian version (JRE_VERSION).
 # `dev/image build` builds both targets here with buildah from local stand-ins of the two
 # bases (--build-arg PYTHON_IMAGE=..., MAVEN_IMAGE=...). Everything runs as UID 10001,
-# the UID the operator's Pods declare (baton/operator/constants.py RUN_AS_USER), with a
+# the UID the operator's Pods declare (baton/images.py RUN_AS_USER), with a
 # read-only root filesystem: nothing below writes outside /tmp and /var/lib/baton.
 
 # The digests are the ones public projects pin for these tags (the tags are re-pushed: check
@@ -52,7 +52,7 @@ COPY pyproject.toml README.md ./
 COPY baton/ baton/
 # /opt/baton/compact.py: the job as a spark-submit script (runner SparkOperator's mainApplicationFile).
 # A file of its own, not a link to baton/compactor/cli.py: Python puts a script's real folder first
-# on sys.path, where baton/compactor/kubernetes.py would stand in for the kubernetes client.
+# on sys.path, where baton/compactor/kafka.py would stand in for the kafka-python client.
 RUN /opt/baton/bin/pip install --no-deps --no-build-isolation --root /staging . \
  && site="$(/opt/baton/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
  && test -f "/staging$site/baton/compactor/cli.py" \

@@ -2,7 +2,7 @@
 
 Argo CD reads custom health checks and actions from its ConfigMap (or, upstream, from its
 resource_customizations folder). The Lua files under resource_customizations/ are the source;
-this script embeds them, and tests/unit/test_argocd_cm.py fails when the patch is stale:
+this script embeds them, and tests/unit/artifacts/test_argocd_cm.py fails when the patch is stale:
 
     python argocd/gen_cm.py
 """

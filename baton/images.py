@@ -2,7 +2,7 @@
 
 The operator's worker StatefulSets and the compactor's Job both run the images as this user
 and give their volumes this group (``fsGroup``), so mounted Secrets (``defaultMode`` 0440)
-and claims are readable by the process; tests/unit/test_dockerfile.py holds the Dockerfile's
+and claims are readable by the process; tests/unit/artifacts/test_dockerfile.py holds the Dockerfile's
 ``USER`` and ``useradd`` to it.
 """
 

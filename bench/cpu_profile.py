@@ -1,37 +1,74 @@
-"""Where a worker's time goes on the per-record path: py-spy samples of the click counter, by stage.
+"""Where a worker's time goes on the per-record path: py-spy samples of the click counter, by stage;
+and, with ``in-process``, CPU and Python calls per record of several topologies without a broker.
 
     python bench/cpu_profile.py --bootstrap 127.0.0.1:9092 [--events 1000000]
                                 [--guarantee at_least_once] [--json bench/cpu_profile.json]
+    python bench/cpu_profile.py in-process [--topology windowed-repartition,stream-table-join]
+                                [--records 300000] [--paths fast,general] [--repeat 5] [--json F]
 
-The worker runs exactly as in ``bench/throughput.py`` (the same input, one process); py-spy
-(installed on first use under ``~/.cache/baton/py-spy-<version>``) samples it from its first
-processed record to its last. Each sample is charged to the innermost frame that names a
-stage (the rules below, first match from the leaf up; a sample in the click counter's
-fused loop, ``runtime/fused.py``, by the text of its line), so the table adds up to 100 % of
-the processing thread's samples; the other threads (restore, membership, HTTP) are reported
-apart. The top leaf functions are printed too: the stages say where to look, the leaves
-what to change.
+**In-process** (no broker; the worker's own code and nothing else). Records run through the
+worker's real ``Task`` and processor tree over real RocksDB stores, with the worker's memory
+settings, in runs of 500 records as ``consume()`` hands them over, and a commit (cache
+flush, RocksDB batch) every 12,500 input records. The topologies (``SCENARIOS``): the click
+counter (examples/click_counter.py), issue 50's windowed/repartition topology and a
+stream-table join (the shapes of bench/topologies/page_windows.py and click_enrichment.py),
+and sessions (examples/page_views.py's shape). A topology of two sub-topologies runs both
+tasks: what the first sends to its repartition topic becomes the second's input, origin
+headers and all, run by run, as a worker interleaves them (turning sent records into
+consumed ones is not timed). ``send`` counts records and copies a repartition record's
+value, as librdkafka does. Reported per input record: CPU (``time.process_time``, the best
+of ``--repeat`` runs; paths alternate, so a change of the machine's speed meets each alike),
+and Python calls counted by ``cProfile`` in a separate run (``py`` functions, ``C``
+built-ins called from Python; the bench's own frames, its send among them, are left out:
+the worker's ``Output.send`` is one more per record sent): counts are what machine load
+cannot move. ``fast`` is the worker as it runs; ``general`` is
+``Task(fuse_aggregations=False)``, the reference path every fast path is tested against
+(tests/unit/worker/runtime/test_fused_model.py, test_fast_path_models.py).
+
+Without ``in-process``, the worker runs exactly as in ``bench/throughput.py`` (the same
+input, one process); py-spy (installed on first use under ``~/.cache/baton/py-spy-<version>``)
+samples it from its first processed record to its last. Each sample is charged to the
+innermost frame that names a stage (the rules below, first match from the leaf up; a sample
+in the click counter's fused loop, ``runtime/fused.py``, by the text of its line), so the
+table adds up to 100 % of the processing thread's samples; the other threads (restore,
+membership, HTTP) are reported apart. The top leaf functions are printed too: the stages say
+where to look, the leaves what to change.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import cProfile
 import functools
 import os
+import pstats
+import random
 import re
+import runpy
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
+from confluent_kafka import Message
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from baton import JSON, STR, Topology, sessions, tumbling, until_window_closes
 from baton.testing import WorkerProcess, wait_for
+from baton.worker.naming import TaskId
+from baton.worker.runtime.memory import keep_heap_top, settle_garbage_collector
+from baton.worker.runtime.task import Task
+from baton.worker.state.stores import KeyValueStore, RocksDBStore
+from baton.worker.state.task_store import CacheBudget
+from baton.worker.topology.context import OpenGate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))
 
@@ -132,7 +169,367 @@ def analyse(raw: Path) -> dict[str, object]:
     }
 
 
+# -- in-process: the worker's Task over real RocksDB stores, no broker -----------------------
+
+RUN = 500  # records per process_run call: a consume() batch's run of one partition
+COMMIT_EVERY = 12_500  # input records per commit (about 100 ms of one saturated process)
+USERS = 10_000
+PAGES = 1_000
+BASE_MS = 1_678_886_400_000
+
+
+def _click_counter() -> Topology:
+    """examples/click_counter.py: clicks (pydantic model) counted per user, counts to a topic."""
+    env = {"CLICKS_TOPIC": "clicks", "COUNTS_TOPIC": "counts"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        topology: Topology = runpy.run_path(str(CLICK_COUNTER))["topology"]
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return topology
+
+
+def _windowed_repartition() -> Topology:
+    """Issue 50's topology (bench/topologies/page_windows.py's shape): bots' clicks dropped, the
+    rest re-keyed by page (a repartition topic) and counted in 1-minute tumbling windows with a
+    10 s grace, the counts to a topic."""
+    topology = Topology()
+    (
+        topology.stream("clicks", key=STR, value=JSON)
+        .filter(lambda _user, click: not click["bot"])
+        .group_by(lambda _user, click: click["page"], key=STR, name="clicks-by-page")
+        .windowed_by(tumbling(60_000, grace=10_000))
+        .count(store="page-counts")
+        .to_stream()
+        .to("page-counts", value=JSON)
+    )
+    return topology
+
+
+def _sessions() -> Topology:
+    """examples/page_views.py's shape: each user's clicks in sessions (30 s of inactivity close
+    one, 10 s of grace), a session's final count and pages written once it closes."""
+    topology = Topology()
+    (
+        topology.stream("clicks", key=STR, value=JSON)
+        .group_by_key()
+        .windowed_by(sessions(30_000, grace=10_000))
+        .aggregate(
+            lambda: {"views": 0, "pages": []},
+            lambda _user, click, session: {
+                "views": session["views"] + 1,
+                "pages": [*session["pages"][-4:], click["page"]],
+            },
+            merger=lambda _user, older, newer: {
+                "views": older["views"] + newer["views"],
+                "pages": newer["pages"],
+            },
+            store="sessions",
+        )
+        .suppress(until_window_closes())
+        .to_stream()
+        .map(
+            lambda window, session: (window.key, {"start": window.start, "end": window.end, **session}),
+            key=STR,
+        )
+        .to("sessions", value=JSON)
+    )
+    return topology
+
+
+def _enrich(click: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+    click["country"] = user["country"]  # deserialized for this record alone: changed in place
+    click["tier"] = user["tier"]
+    return click
+
+
+def _stream_table_join() -> Topology:
+    """A stream-table join (bench/topologies/click_enrichment.py's shape): each click of a user
+    the table holds, with the user's country and tier; the table is only looked up (tailed)."""
+    topology = Topology()
+    users = topology.table("users", key=STR, value=JSON, store="users")
+    topology.stream("clicks", key=STR, value=JSON).join(users, _enrich).to("clicks-enriched", value=JSON)
+    return topology
+
+
+def _clicks(records: int) -> list[Message]:
+    """Clicks (``{"user_id", "timestamp", "page", "bot", "n"}``) of ``USERS`` users on ``PAGES`` pages, one in
+    ten a bot's, 1 ms apart in record time but one in 50 up to 5 s behind and one in 500 up to
+    30 s (late past a 10 s grace), seeded."""
+    rng = random.Random(1)
+    out = []
+    for i in range(records):
+        user = f"user-{rng.randrange(USERS)}"
+        behind = rng.random()
+        ts = (
+            BASE_MS
+            + i
+            - (rng.randrange(30_000) if behind < 0.002 else rng.randrange(5_000) if behind < 0.02 else 0)
+        )
+        click = {
+            "user_id": user,
+            "timestamp": ts // 1000,  # the click counter's model reads it
+            "page": f"page-{rng.randrange(PAGES)}",
+            "bot": rng.random() < 0.1,
+            "n": i,
+        }
+        out.append(
+            Message(
+                topic="clicks",
+                partition=0,
+                offset=i,
+                key=user.encode(),
+                value=b"".join((orjson.dumps(click), b"")),  # right-sized, as a consumed value is
+                timestamp=(1, ts),
+            )
+        )
+    return out
+
+
+def _users(store: KeyValueStore) -> None:
+    """The users table (a tailed table: the restore thread would have written it); every 20th
+    user has no row, so the inner join drops that user's clicks."""
+    rng = random.Random(2)
+    countries = ("de", "fr", "nl", "pl", "es", "it", "se", "us", "br", "jp", "in", "ng")
+    items = [
+        (
+            f"user-{i}".encode(),
+            orjson.dumps(
+                {
+                    "user_id": f"user-{i}",
+                    "country": rng.choice(countries),
+                    "tier": rng.choice(["free", "pro"]),
+                }
+            ),
+        )
+        for i in range(USERS)
+        if i % 20
+    ]
+    store.write(items, 0)
+    if isinstance(store, RocksDBStore):  # from the memtable to a table file, as a restored table is
+        store._db.flush()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    build: Callable[[], Topology]
+    fill: Callable[[str, KeyValueStore], None] = lambda _name, _store: None  # a tailed table's rows
+
+
+SCENARIOS = {
+    "click-counter": Scenario(_click_counter),
+    "windowed-repartition": Scenario(_windowed_repartition),
+    "sessions": Scenario(_sessions),
+    "stream-table-join": Scenario(
+        _stream_table_join, fill=lambda name, store: _users(store) if name == "users" else None
+    ),
+}
+
+
+class _Counting:
+    """The task's ``send``: counts records, keeps those for a repartition topic (the next task's input)."""
+
+    def __init__(self, repartition: set[str]) -> None:
+        self.repartition = repartition
+        self.kept: list[tuple[str, bytes | None, bytes | None, int, Any]] = []
+        self.sent = 0
+
+    def __call__(  # noqa: PLR0917 - context.Send
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        timestamp: int,
+        headers: Any,
+    ) -> None:
+        self.sent += 1
+        if topic in self.repartition:  # a copy, as librdkafka takes one: orjson's bytes hold 4 KiB each
+            self.kept.append(
+                (topic, key, None if value is None else b"".join((value, b"")), timestamp, headers)
+            )
+
+
+class _Run:
+    """One topology's tasks (partition 0 of each sub-topology) over fresh RocksDB stores."""
+
+    def __init__(self, scenario: Scenario, work: Path, *, fast: bool) -> None:
+        built = scenario.build().build()
+        self.send = _Counting({f"bench-{t}" for t in built.repartition_topics})
+        self.dead: list[str] = []
+        self.tasks: list[Task] = []
+        self.offsets: dict[str, int] = {}
+        for sub in built.subtopologies:
+            names = [s.name for s in sub.stores] + [t.store.name for t in sub.tables]
+            stores: dict[str, KeyValueStore] = {}
+            for name in names:
+                stores[name] = RocksDBStore(work / f"{sub.index}" / name)
+                scenario.fill(name, stores[name])
+            self.tasks.append(
+                Task(
+                    TaskId(sub.index, 0),
+                    sub,
+                    application_id="bench",
+                    stores=stores,
+                    send=self.send,
+                    gate=OpenGate(),
+                    caching=True,
+                    dead_letter=lambda exc, stage, _msg: self.dead.append(f"{stage}: {exc}"),
+                    cache_budget=CacheBudget(10 * 1024 * 1024),
+                    fuse_aggregations=fast,
+                )
+            )
+
+    def chunk(self, messages: list[Message]) -> float:
+        """Process one commit interval's input through every task and commit; the CPU seconds it took.
+
+        A run of input at a time goes through the first task, then what it sent to its
+        repartition topic through the next, as a worker interleaves them; turning sent
+        records into consumed ones is not timed (the consumer does that in the worker)."""
+        cpu = 0.0
+        for low in range(0, len(messages), RUN):
+            batch = messages[low : low + RUN]
+            for n, task in enumerate(self.tasks):
+                if n > 0:  # the previous task's repartition records, as the consumer would hand them over
+                    batch = self._consumed(self.send.kept)
+                    self.send.kept = []
+                started = time.process_time()
+                i = 0
+                while i < len(batch):
+                    i = task.process_run(batch, i)
+                cpu += time.process_time() - started
+        started = time.process_time()
+        for task in self.tasks:
+            task.flush()
+            task.begin_commit()
+            task.committed_ok({(store.changelog_topic, 0): 1 for store in task.stores.values()})
+        return cpu + time.process_time() - started
+
+    def _consumed(self, kept: list[tuple[str, bytes | None, bytes | None, int, Any]]) -> list[Message]:
+        out = []
+        for topic, key, value, timestamp, headers in kept:
+            offset = self.offsets.get(topic, 0)
+            self.offsets[topic] = offset + 1
+            out.append(
+                Message(
+                    topic=topic,
+                    partition=0,
+                    offset=offset,
+                    key=key,
+                    value=value,
+                    timestamp=(1, timestamp),
+                    headers=headers,
+                )
+            )
+        return out
+
+    def close(self) -> None:
+        for task in self.tasks:
+            task.close()
+
+
+def _measure(scenario: Scenario, messages: list[Message], *, fast: bool, profile: bool) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        run = _Run(scenario, Path(tmp), fast=fast)
+        profiler = cProfile.Profile() if profile else None
+        cpu = 0.0
+        try:
+            for start in range(0, len(messages), COMMIT_EVERY):
+                chunk = messages[start : start + COMMIT_EVERY]
+                if profiler is not None:
+                    profiler.enable()
+                cpu += run.chunk(chunk)
+                if profiler is not None:
+                    profiler.disable()
+        finally:
+            run.close()
+        out = {
+            "us_per_record": round(cpu / len(messages) * 1e6, 3),
+            "sent_per_record": run.send.sent / len(messages),
+        }
+        out["dead_letters"] = len(run.dead)
+        if profiler is not None:
+            stats = pstats.Stats(profiler)
+            py = c = 0
+            for (filename, _line, name), (_cc, calls, *_rest) in stats.stats.items():  # type: ignore[attr-defined]
+                if name in {"disable", "enable"} and filename == "~":
+                    continue
+                if filename == "~":
+                    c += calls
+                else:
+                    py += calls
+            # the bench's own frames are not the worker's: chunk, _consumed, the send counter
+            own = sum(
+                calls
+                for (filename, _line, name), (_cc, calls, *_rest) in stats.stats.items()  # type: ignore[attr-defined]
+                if filename == __file__ and name in {"chunk", "_consumed", "__call__"}
+            )
+            out["py_calls_per_record"] = round((py - own) / len(messages), 2)
+            out["c_calls_per_record"] = round(c / len(messages), 2)
+        return out
+
+
+def in_process(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(
+        prog="cpu_profile.py in-process", description="CPU and calls per record, no broker"
+    )
+    parser.add_argument(
+        "--topology", default=",".join(SCENARIOS), help=f"comma-separated: {', '.join(SCENARIOS)}"
+    )
+    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument(
+        "--profile-records", type=int, default=50_000, help="records of the call-counting run"
+    )
+    parser.add_argument("--paths", default="fast,general")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    keep_heap_top()  # the worker's memory settings (runtime/memory.py)
+    settle_garbage_collector()
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in args.topology.split(","):
+        scenario = SCENARIOS[name]
+        messages = _clicks(args.records)
+        results[name] = {}
+        paths = args.paths.split(",")
+        # the paths alternate, so that a change of the machine's speed meets each of them alike
+        runs_of: dict[str, list[dict[str, float]]] = {path: [] for path in paths}
+        for _ in range(args.repeat):
+            for path in paths:
+                runs_of[path].append(_measure(scenario, messages, fast=path == "fast", profile=False))
+        for path in paths:
+            fast = path == "fast"
+            runs = runs_of[path]
+            best = min(runs, key=lambda r: r["us_per_record"])
+            calls = _measure(scenario, messages[: args.profile_records], fast=fast, profile=True)
+            row: dict[str, Any] = {
+                "us_per_record": best["us_per_record"],
+                "us_per_record_runs": [r["us_per_record"] for r in runs],
+                "py_calls_per_record": calls["py_calls_per_record"],
+                "c_calls_per_record": calls["c_calls_per_record"],
+                "sent_per_record": round(best["sent_per_record"], 3),
+                "dead_letters": best["dead_letters"],
+            }
+            results[name][path] = row
+            print(
+                f"{name:<22}{path:<9}{row['us_per_record']:>8.2f} µs/rec (runs {row['us_per_record_runs']})"
+                f"{row['py_calls_per_record']:>8.2f} py calls/rec{row['c_calls_per_record']:>8.2f} C calls/rec"
+                f"{row['sent_per_record']:>8.3f} sent/rec",
+                flush=True,
+            )
+    if args.json is not None:
+        args.json.write_text(orjson.dumps(results, option=orjson.OPT_INDENT_2).decode())
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["in-process"]:
+        in_process(sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
     parser.add_argument("--events", type=int, default=1_000_000)

@@ -2,7 +2,7 @@
 
 Every metric Baton exports is listed from where it is made: the worker's and the operator's
 registries, the worker pod's process collector, and the compaction job's text file. So the
-table cannot miss one or name one that is gone; tests/unit/test_docs_metrics.py fails when
+table cannot miss one or name one that is gone; tests/unit/artifacts/test_docs_metrics.py fails when
 the committed page is stale, and when docs, the dashboard or the alerts name a metric that
 is not here:
 

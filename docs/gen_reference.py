@@ -3,8 +3,8 @@
 The CRD (crds/streamapps.baton.dev.yaml) is the source of truth for fields, defaults and
 validation; the reference is derived from it so the two cannot disagree. The chart ships a
 copy in charts/baton/crds/ and the operator one in its package (files, not links: helm warns on every render about a link, and
-a packaged chart must hold the file). tests/unit/test_docs_reference.py and
-tests/unit/test_chart_render.py fail when either is stale:
+a packaged chart must hold the file). tests/unit/artifacts/test_docs_reference.py and
+tests/unit/artifacts/test_chart_render.py fail when either is stale:
 
     python docs/gen_reference.py
 """

@@ -27,22 +27,29 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ign
 from tests.support.durations import cli_deadline
 from tests.support.event_time import expiring, retention_ms
 
-# `dev/test` runs three pytest-xdist workers with `--dist loadgroup`. Tests of the Kubernetes API,
-# the Spark cluster or the images all go to one of them, one after the other: the CRD is
-# cluster-wide (one test upgrades it), the stack's one node runs every namespace's Pods,
-# the standalone Spark cluster's two one-core workers serve one application at a time, and an
-# image build would only slow the other workers. Kafka-only tests spread over all workers:
-# each has its own topics and groups, and most of their time is waiting on the broker.
+# `dev/test` runs three pytest-xdist workers with `--dist loadgroup`. Tests of the Kubernetes API
+# or the images all go to one of them, one after the other: the CRD is cluster-wide (one test
+# upgrades it), the stack's one node runs every namespace's Pods, and an image build would only
+# slow the other workers. Tests of the standalone Spark cluster go to another, one after the
+# other (its two one-core workers serve one application at a time); they touch neither the
+# Kubernetes API nor the images, and until they had a group of their own they made the cluster
+# group the run's longest (~1,800 of 1,880 s in a loaded run, against ~1,200 for the others).
+# Kafka-only tests spread over all workers: each has its own topics and groups, and most of
+# their time is waiting on the broker.
 # The roots only: `kube`, `kubectl`, `namespace` and `operator` all depend on `kube_stack`, and
 # an item's fixturenames hold the whole closure.
-CLUSTER_FIXTURES = frozenset({"kube_stack", "node", "spark", "runtime_image", "compactor_image"})
+CLUSTER_FIXTURES = frozenset({"kube_stack", "node", "runtime_image", "compactor_image"})
+SPARK_CLUSTER_FIXTURES = frozenset({"spark"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group into the node id
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if CLUSTER_FIXTURES & fixtures:
             item.add_marker(pytest.mark.xdist_group("cluster"))
+        elif SPARK_CLUSTER_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.xdist_group("spark-cluster"))
 
 
 def _up(*components: str) -> None:

@@ -228,27 +228,37 @@ class KafkaSettings:
         """Refuse what is inconsistent or what one of ``clients`` cannot carry (first problem)."""
         clients = tuple(clients)
         for key in sorted(self.properties):
-            bare = key.removeprefix("consumer.").removeprefix("producer.")
-            if _is_connection(bare) and bare != key:
-                raise SettingRefused(key, "connection settings apply to every client; drop the prefix")
-            if not _is_connection(key):
-                continue
-            if key not in _SUPPORTED:
-                close = difflib.get_close_matches(key, sorted(_SUPPORTED), n=1)
-                hint = _HINTS.get(
-                    key,
-                    f"did you mean {close[0]!r}?"
-                    if close
-                    else "Baton carries these security settings: " + ", ".join(sorted(_SUPPORTED)),
-                )
-                client = next((c for c in clients if c != "librdkafka"), None)
-                raise SettingRefused(key, hint, client)
-            for each in clients:
-                why = _CANNOT.get(key, {}).get(each)
-                if why is not None:
-                    raise SettingRefused(key, why, each)
+            self._check_key(key, clients)
         if self.protocol not in PROTOCOLS:
             raise SettingRefused("security.protocol", f"expected one of {', '.join(PROTOCOLS)}")
+        self._check_sasl()
+        self._check_tls()
+
+    @staticmethod
+    def _check_key(key: str, clients: tuple[Client, ...]) -> None:
+        """One setting: a connection setting must be unprefixed, known, and carried by every client."""
+        bare = key.removeprefix("consumer.").removeprefix("producer.")
+        if _is_connection(bare) and bare != key:
+            raise SettingRefused(key, "connection settings apply to every client; drop the prefix")
+        if not _is_connection(key):
+            return
+        if key not in _SUPPORTED:
+            close = difflib.get_close_matches(key, sorted(_SUPPORTED), n=1)
+            hint = _HINTS.get(
+                key,
+                f"did you mean {close[0]!r}?"
+                if close
+                else "Baton carries these security settings: " + ", ".join(sorted(_SUPPORTED)),
+            )
+            client = next((c for c in clients if c != "librdkafka"), None)
+            raise SettingRefused(key, hint, client)
+        for each in clients:
+            why = _CANNOT.get(key, {}).get(each)
+            if why is not None:
+                raise SettingRefused(key, why, each)
+
+    def _check_sasl(self) -> None:
+        """The mechanism is one Baton supports, with the settings it needs."""
         mechanism = self.mechanism
         if mechanism is not None and mechanism not in MECHANISMS:
             raise SettingRefused(
@@ -272,6 +282,9 @@ class KafkaSettings:
             for key in ("sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.client.id"):
                 if key not in self.properties:
                     raise SettingRefused(key, "OAUTHBEARER (oidc) needs a token endpoint and a client id")
+
+    def _check_tls(self) -> None:
+        """A certificate comes with its key, and TLS settings only with a protocol that uses TLS."""
         has_cert = "ssl.certificate.location" in self.properties
         has_key = "ssl.key.location" in self.properties
         if has_cert != has_key:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from baton.compactor.kubernetes import EXECUTOR_TEMPLATE_VAR, POD_NAME_VAR, POD_NAMESPACE_VAR
+from baton.operator.core.compaction.kubernetes import EXECUTOR_TEMPLATE_VAR, POD_NAME_VAR, POD_NAMESPACE_VAR
 
 
 def jars_from_env() -> list[str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from baton.operator.constants import API_VERSION, KIND
+from baton.operator.core.constants import API_VERSION, KIND
 
 FIELD_MANAGER = "baton-compactor"
 log = logging.getLogger("baton.compactor")

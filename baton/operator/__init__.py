@@ -1,6 +1,7 @@
-"""The Baton operator: StreamApp CRD reconciler (kopf), pure builders, status and RBAC.
+"""The Baton operator: StreamApp CRD reconciler (kopf) around a pure core.
 
-Layout: ``spec`` (typed StreamApp), ``builders`` (spec -> objects, pure), ``status`` (kstatus,
-pure), ``rbac`` (the operator's least-privilege rules), ``kube``/``topics`` (I/O),
-``reconcile`` (one reconciliation), ``handlers`` (kopf glue), ``cli`` (commands).
+Layout: ``core/`` (everything pure: the typed spec, builders, the deploy/flip machine, status,
+RBAC as data, the compactor's CronJob), ``kube``/``topics``/``coverage`` (I/O), ``cache`` and
+``state`` (the process's shared state), ``reconcile`` (one reconciliation), ``handlers`` (kopf
+glue), ``leader``, ``metrics``, ``cli`` (commands).
 """

@@ -1,4 +1,4 @@
-"""Does the operator hold, in each namespace it watches, the rights ``rbac.py`` says it needs?
+"""Does the operator hold, in each namespace it watches, the rights ``core/rbac.py`` says it needs?
 
 Why ask at start: an operator told to watch a namespace its RBAC does not cover (a namespace
 added to ``--namespace`` but not to the chart's ``operator.watchNamespaces``) otherwise runs
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from baton.operator import rbac
+from baton.operator.core import rbac
 
 
 def _grants(rules: list[dict[str, Any]], group: str, resource: str, verb: str) -> bool:

@@ -1,4 +1,7 @@
-"""Which workers' state claims are smaller than ``spec.state.size`` (pure).
+"""Which workers' state claims are smaller than ``spec.state.size``.
+
+No I/O, but it compares sizes with the Kubernetes client's quantity parser, so it is not in
+``core/``, which imports no client library.
 
 A StatefulSet's claim templates never change, so a larger ``spec.state.size`` reaches the
 claims that already exist only by expanding each of them, as Strimzi does for its brokers'

@@ -14,15 +14,16 @@ import kopf
 import yaml
 from pydantic import ValidationError
 
-from baton.compactor.cronjob import DEFAULT_COMPACTOR_ROLE
-from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
-from baton.operator import access, crd, handlers, leader, rbac
-from baton.operator.builders import desired_objects
-from baton.operator.builders.rack import DEFAULT_NODE_READER_ROLE
-from baton.operator.constants import API_VERSION, KIND
+from baton.operator import access, crd, handlers, leader
+from baton.operator.core import rbac
+from baton.operator.core.builders import desired_objects
+from baton.operator.core.builders.rack import DEFAULT_NODE_READER_ROLE
+from baton.operator.core.compaction.cronjob import DEFAULT_COMPACTOR_ROLE
+from baton.operator.core.compaction.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
+from baton.operator.core.constants import API_VERSION, KIND
+from baton.operator.core.spec import StreamApp
 from baton.operator.kube import Kube
 from baton.operator.metrics import serve_from_env
-from baton.operator.spec import StreamApp
 
 
 @click.command()

@@ -7,7 +7,7 @@ does it at start, with the CRD its package carries: when the cluster's is older 
 operator (its ``baton.dev/version`` annotation) or unmarked (installed before the annotation),
 it is server-side applied. A newer CRD is left alone: a rollback of the operator must not
 take fields away from StreamApps a newer Baton wrote (the older operator then reports fields
-it does not know, see ``spec.py``). The operator needs ``get`` and ``patch`` on this one CRD
+it does not know, see ``core/spec.py``). The operator needs ``get`` and ``patch`` on this one CRD
 (by name), never ``create``: the chart installs it the first time.
 """
 
@@ -21,8 +21,8 @@ import yaml
 from packaging.version import InvalidVersion, Version
 
 from baton import __version__
+from baton.operator.core.rbac import CRD_NAME
 from baton.operator.kube import Kube
-from baton.operator.rbac import CRD_NAME
 
 log = logging.getLogger("baton.operator")
 

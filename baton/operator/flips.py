@@ -2,7 +2,7 @@
 
 The flip itself is :func:`baton.control.coordinator.flip`, the same coordinator that
 ``baton flip`` uses; this module adapts its inputs (the app's Kafka settings) and its result
-(``status.lastFlip``, the deploy machine's :class:`~baton.operator.deploy.FlipOutcome`).
+(``status.lastFlip``, the deploy machine's :class:`~baton.operator.core.deploy.FlipOutcome`).
 It blocks for up to the flip deadline: the reconciler calls it from a worker thread, never
 from kopf's event loop.
 """
@@ -20,7 +20,7 @@ from baton.control.channel import ControlReader
 from baton.control.coordinator import FlipResult, fold
 from baton.control.coordinator import flip as run_flip
 from baton.control.messages import Color, Message, tp_str
-from baton.operator.deploy import FlipOutcome
+from baton.operator.core.deploy import FlipOutcome
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def flip(
     A flip to the color already active (a replay after an operator restart) is reported as
     committed with the epoch in force: it happened, once. A flip whose old active did not
     drain in time is committed and says so (``draining``); the deploy machine then waits for
-    the drain before anything else (:func:`baton.operator.deploy.plan`).
+    the drain before anything else (:func:`baton.operator.core.deploy.plan`).
     """
     started = time.monotonic()
     result: FlipResult | None = None

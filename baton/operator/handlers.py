@@ -22,19 +22,19 @@ from typing import Any, cast
 
 import kopf
 
-from baton.compactor.cronjob import DEFAULT_COMPACTOR_ROLE
-from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
 from baton.operator import reconcile as rec
-from baton.operator.backoff import EndlessBackoff
-from baton.operator.builders.rack import DEFAULT_NODE_READER_ROLE
 from baton.operator.cache import ObjectCache
-from baton.operator.compaction_jobs import COMPONENT, COMPONENT_LABEL, last_result, result_of
-from baton.operator.constants import API_VERSION, FINALIZER, GROUP, KIND, LABEL_APP, PLURAL, VERSION
-from baton.operator.deploy import ANNOTATION_PROMOTE, ANNOTATION_ROLLBACK
+from baton.operator.core.backoff import EndlessBackoff
+from baton.operator.core.builders.rack import DEFAULT_NODE_READER_ROLE
+from baton.operator.core.compaction.cronjob import DEFAULT_COMPACTOR_ROLE
+from baton.operator.core.compaction.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
+from baton.operator.core.compaction.jobs import COMPONENT, COMPONENT_LABEL, last_result, result_of
+from baton.operator.core.constants import API_VERSION, FINALIZER, GROUP, KIND, LABEL_APP, PLURAL, VERSION
+from baton.operator.core.deploy import ANNOTATION_PROMOTE, ANNOTATION_ROLLBACK
+from baton.operator.core.status import pods_failing
 from baton.operator.kube import CLUSTER_KINDS, MANAGED_KINDS, Kube
 from baton.operator.metrics import METRICS
 from baton.operator.state import OperatorState
-from baton.operator.status import pods_failing
 from baton.operator.topics import KafkaUnavailableError
 
 

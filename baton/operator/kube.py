@@ -23,7 +23,7 @@ from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, Resour
 
 from baton import __version__
 from baton.operator.cache import ObjectCache
-from baton.operator.constants import API_VERSION, FIELD_MANAGER, KIND, LABEL_APP
+from baton.operator.core.constants import API_VERSION, FIELD_MANAGER, KIND, LABEL_APP
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ MANAGED_KINDS: tuple[tuple[str, str], ...] = (
 
 # Cluster-scoped kinds the operator creates for an app (the workers' ClusterRoleBinding under
 # spec.rack). A namespaced StreamApp cannot own them: they are found, pruned and deleted with
-# the app by their labels (builders/rack.py), never by owner reference.
+# the app by their labels (core/builders/rack.py), never by owner reference.
 CLUSTER_KINDS: tuple[tuple[str, str], ...] = (("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),)
 
 RETRIABLE = {409, 429, 500, 502, 503, 504}

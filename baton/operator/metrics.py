@@ -1,7 +1,7 @@
 """Prometheus metrics of the operator: reconciles, deploys, flips and each app's phase.
 
 The Helm chart's alerts (charts/baton/files/prometheus-rules.yaml) and dashboard read these
-names; tests/unit/test_chart_monitoring.py fails when one of them goes missing here.
+names; tests/unit/artifacts/test_chart_monitoring.py fails when one of them goes missing here.
 
 The metrics live in a registry of their own (tests create several operators in one
 process). :func:`serve_from_env` starts the HTTP endpoint on ``BATON_OPERATOR_METRICS_PORT``,
@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 ENV_PORT: Final = "BATON_OPERATOR_METRICS_PORT"
 
-# status.phase values the operator writes (baton/operator/status.py and the deploy machine).
+# status.phase values the operator writes (baton/operator/core/status.py and the deploy machine).
 PHASES: Final = (
     "Pending",
     "Deploying",

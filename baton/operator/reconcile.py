@@ -7,7 +7,7 @@ StreamApp first, so a stale body can never roll the app back to an older spec.
 
 Why one module of this size: a pass is one ordered sequence (read, build, apply, prune,
 plan, flip, status) over one app's state; its steps are small functions here, and the
-pure parts they call live in ``builders/``, ``deploy.py`` and ``status.py``.
+pure parts they call live in ``core/`` (``builders/``, ``deploy.py``, ``status.py``).
 """
 
 from __future__ import annotations
@@ -24,30 +24,28 @@ from typing import Any
 from pydantic import ValidationError
 
 from baton import __version__
-from baton.compactor.cronjob import DEFAULT_COMPACTOR_ROLE, spark_account
-from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
 from baton.control.messages import Color
-from baton.operator import coverage, deploy, drift, flips, rolling, topics
-from baton.operator.builders import desired_objects, kafka_access
-from baton.operator.builders.common import selector_string
-from baton.operator.builders.desired import ColorRun, color_runs
-from baton.operator.builders.rack import DEFAULT_NODE_READER_ROLE, binding_selector
-from baton.operator.builders.statefulset import spec_hash
+from baton.operator import coverage, flips, topics
 from baton.operator.claims import expansion, undersized
-from baton.operator.constants import API_VERSION, KIND, LABEL_APP
-from baton.operator.deploy import (
+from baton.operator.core import autoscaling, deploy, drift, rolling
+from baton.operator.core.builders import desired_objects, kafka_access
+from baton.operator.core.builders.common import selector_string
+from baton.operator.core.builders.desired import ColorRun, color_runs
+from baton.operator.core.builders.rack import DEFAULT_NODE_READER_ROLE, binding_selector
+from baton.operator.core.builders.statefulset import spec_hash
+from baton.operator.core.compaction.cronjob import DEFAULT_COMPACTOR_ROLE, spark_account
+from baton.operator.core.compaction.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
+from baton.operator.core.constants import API_VERSION, KIND, LABEL_APP
+from baton.operator.core.deploy import (
     ANNOTATION_PROMOTE,
     ANNOTATION_ROLLBACK,
     ColorView,
     Inputs,
     Plan,
 )
-from baton.operator.deploy_record import Assignment, DeployRecord, from_status, spec_json, to_status
-from baton.operator.kube import CLUSTER_KINDS, Kube, RefusedError
-from baton.operator.metrics import METRICS
-from baton.operator.spec import StreamApp
-from baton.operator.state import FlipResult, OperatorState
-from baton.operator.status import (
+from baton.operator.core.deploy_record import Assignment, DeployRecord, from_status, spec_json, to_status
+from baton.operator.core.spec import StreamApp
+from baton.operator.core.status import (
     Observed,
     color_readiness,
     compute_status,
@@ -55,6 +53,9 @@ from baton.operator.status import (
     pods_failing,
     spec_problems,
 )
+from baton.operator.kube import CLUSTER_KINDS, Kube, RefusedError
+from baton.operator.metrics import METRICS
+from baton.operator.state import FlipResult, OperatorState
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,8 @@ class Outcome:
     status: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     requeue_after: float = 30.0  # when the deploy machine wants to look again
+    autoscaling_requeue: float | None = None  # when the autoscaler wants to (spec.autoscaling)
+    replicas: dict[Color, int] = field(default_factory=dict)  # each color's StatefulSet replicas
 
 
 def _ref(obj: dict[str, Any]) -> str:
@@ -124,6 +127,10 @@ class KafkaView:
     standbys: dict[str, dict[str, int]] = field(default_factory=dict)  # application id -> status.standbys
     control: flips.ControlState | None = None
     extra: dict[str, str] = field(default_factory=dict)  # client security settings for flips
+    # spec.autoscaling: (committed, end) per partition and members, per application id, read at
+    offsets: dict[str, dict[tuple[str, int], tuple[int, int]]] = field(default_factory=dict)
+    members: dict[str, int] = field(default_factory=dict)
+    read_at: float = 0.0
 
 
 def _application_ids(app: StreamApp, status: dict[str, Any]) -> list[str]:
@@ -147,6 +154,9 @@ def _observe_kafka(
         return KafkaView(topics={"message": why_not or ""})
     result: dict[str, str] = {}
     lag: dict[str, int] = {}
+    offsets: dict[str, dict[tuple[str, int], tuple[int, int]]] = {}
+    members: dict[str, int] = {}
+    read_at = time.time()
     standbys: dict[str, dict[str, int]] = {}
     control = None
     extra = flips.client_extra(config)
@@ -159,10 +169,16 @@ def _observe_kafka(
                 events(body, "Normal", "TopicCreated", f"created control topic {app.control_topic}")
             result["control"] = app.control_topic
         app_ids = _application_ids(app, body.get("status") or {})
+        read_at = time.time()
         for app_id in app_ids:
-            value = topics.consumer_lag(admin, app_id)
-            if value is not None:
-                lag[app_id] = value
+            found = topics.partition_offsets(admin, app_id)
+            value = topics.lag_of(found)
+            if value is not None and found is not None:
+                lag[app_id], offsets[app_id] = value, found
+            if app.spec.autoscaling is not None:
+                count = topics.group_members(admin, app_id)
+                if count is not None:
+                    members[app_id] = count
         standbys = _coverage(config, app_ids)
         if app.spec.upgrade.strategy == "BlueGreen":
             key = f"{app.namespace}/{app.name}"
@@ -171,7 +187,7 @@ def _observe_kafka(
         result["message"] = f"Kafka: {exc}"
     except Exception as exc:
         result["message"] = f"Kafka: {exc}"
-    return KafkaView(result, lag, standbys, control, extra)
+    return KafkaView(result, lag, standbys, control, extra, offsets, members, read_at)
 
 
 def _coverage(config: dict[str, Any], app_ids: list[str]) -> dict[str, dict[str, int]]:
@@ -224,9 +240,11 @@ def reconcile(
             if done is not None:
                 outcome, plan, app = done
         if plan is not None and plan.roll and not app.spec.paused:
-            _roll(kube, app, events)
+            _roll(kube, app, events, outcome.replicas.get("blue", app.spec.replicas))
     if plan is not None:
         outcome.requeue_after = plan.requeue_after
+        if outcome.autoscaling_requeue is not None:
+            outcome.requeue_after = min(outcome.requeue_after, outcome.autoscaling_requeue)
     return outcome
 
 
@@ -251,8 +269,8 @@ def _flip(state: OperatorState, app: StreamApp, to: Color, view: KafkaView) -> N
     )
 
 
-def _roll(kube: Kube, app: StreamApp, events: EventSink) -> None:
-    """Rolling: delete the next outdated Pod once every Pod is Ready (see baton.operator.rolling)."""
+def _roll(kube: Kube, app: StreamApp, events: EventSink, replicas: int) -> None:
+    """Rolling: delete the next outdated Pod once every Pod is Ready (see baton.operator.core.rolling)."""
     sts = kube.get("apps/v1", "StatefulSet", f"{app.name}-blue", app.namespace)
     if sts is None:
         return
@@ -260,7 +278,7 @@ def _roll(kube: Kube, app: StreamApp, events: EventSink) -> None:
     if int(status.get("observedGeneration") or 0) < int(sts["metadata"].get("generation") or 0):
         return
     pods = kube.pods(app.namespace, selector_string(app, "blue"), fresh=True)
-    victim = rolling.next_pod_to_restart(pods, str(status.get("updateRevision") or ""), app.spec.replicas)
+    victim = rolling.next_pod_to_restart(pods, str(status.get("updateRevision") or ""), replicas)
     if victim is None:
         return
     pod = next(p for p in pods if p["metadata"]["name"] == victim)
@@ -293,9 +311,13 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
     previous = body.get("status") or {}
     record = from_status(previous.get("deploy"))
     sts = _observe(kube, app)
-    runs = color_runs(app, record)
+    # spec.autoscaling: the replicas the autoscaler set last (status.autoscaling), until this pass's
+    scaled_before = autoscaling.from_status(previous.get("autoscaling")) if app.spec.autoscaling else None
+    replicas_before = scaled_before.replicas if scaled_before is not None else None
+    runs = _with_replicas(color_runs(app, record), replicas_before)
     lag = _lag(app, record, view, previous)
     plan = None
+    scaled: autoscaling.Pass | None = None
     if app.spec.paused:
         runs_now = runs
     else:
@@ -318,7 +340,11 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
             flip=flip[0] if flip is not None else None,
         )
         plan = deploy.plan(inputs)
-        runs_now = color_runs(app, plan.record)
+        if app.spec.autoscaling is not None and view is not None:
+            scaled = _autoscale(state, app, plan, sts, view, scaled_before, runs)
+        runs_now = _with_replicas(
+            color_runs(app, plan.record), scaled.replicas if scaled is not None else replicas_before
+        )
         if apply or runs_now != runs:
             outcome.error = _apply_all(
                 kube,
@@ -333,12 +359,14 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
                 state.compactor_role,
             )
         if outcome.error is not None:  # nothing applied: the machine's step did not happen
-            plan, runs_now = None, runs
+            plan, runs_now, scaled = None, runs, None
         else:
             if plan.clear_annotations:
                 kube.remove_annotations(API_VERSION, KIND, name, namespace, list(plan.clear_annotations))
             for ev in plan.events:
                 events(body, ev.type, ev.reason, ev.message)
+            for sev in scaled.events if scaled is not None else ():
+                events(body, sev.type, sev.reason, sev.message)
             if plan.outcome is not None:
                 METRICS.deploy_finished(namespace, name, plan.outcome[0], plan.outcome[1])
         if plan is not None and runs_now != runs:
@@ -358,9 +386,107 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
         extra["deploy"] = to_status(plan.record)
     if flip is not None:
         extra["lastFlip"] = flip[1]
+    extra.update(_autoscaling_status(state, app, scaled, previous, observed.active_color, outcome))
+    outcome.replicas = {c: r.app.spec.replicas for c, r in runs_now.items()}
     outcome.status = write_status(kube, app, body, observed, events, plan=plan, runs=runs_now, extra=extra)
     METRICS.observe_status(namespace, name, outcome.status)
     return outcome, plan, app
+
+
+def _autoscaling_status(  # noqa: PLR0917
+    state: OperatorState,
+    app: StreamApp,
+    scaled: autoscaling.Pass | None,
+    previous: dict[str, Any],
+    active: Color,
+    outcome: Outcome,
+) -> dict[str, Any]:
+    """``status.autoscaling`` of this pass (and when to look again); a pass without Kafka or
+    without a plan keeps what the last one decided."""
+    if scaled is not None:
+        outcome.autoscaling_requeue = min(scaled.requeue_after, state.autoscaling_interval)
+        return {"autoscaling": autoscaling.to_status(scaled.state, active)}
+    if app.spec.autoscaling is not None and "autoscaling" in previous:
+        return {"autoscaling": previous["autoscaling"]}
+    return {}
+
+
+def _with_replicas(
+    runs: dict[Color, ColorRun], replicas: Mapping[Color, int] | None
+) -> dict[Color, ColorRun]:
+    """Each color's run with the autoscaler's replicas (None: spec.replicas, as without it)."""
+    if replicas is None:
+        return runs
+    out = {}
+    for color, run in runs.items():
+        n = replicas.get(color)
+        if n is None or n == run.app.spec.replicas:
+            out[color] = run
+        else:
+            spec = run.app.spec.model_copy(update={"replicas": n})
+            out[color] = ColorRun(run.app.model_copy(update={"spec": spec}), run.generation)
+    return out
+
+
+def _autoscale(  # noqa: PLR0917 (one pass of the autoscaler: what the deploy pass saw)
+    state: OperatorState,
+    app: StreamApp,
+    plan: Plan,
+    sts: dict[Color, dict[str, Any] | None],
+    view: KafkaView,
+    before: autoscaling.AutoscalingState | None,
+    runs: dict[Color, ColorRun],
+) -> autoscaling.Pass:
+    """One pass of spec.autoscaling after the deploy plan (see baton.operator.core.autoscaling).
+
+    The sample comes from this pass's offsets of the active color's group and the previous
+    pass's (kept in the operator's memory): input rate from the end offsets, processed rate
+    from the committed ones, lag per partition. No busy fraction: the decision works from the
+    processed rate. Without commits, or without an earlier reading, there is no sample and
+    the decision holds (``heldBy: metrics``)."""
+    assert app.spec.autoscaling is not None
+    policy = autoscaling.AutoscalingPolicy.from_spec(
+        app.spec.autoscaling.model_dump(mode="json", by_alias=True, exclude_none=True)
+    )
+    active = plan.active
+    assignment = plan.record.colors.get(active)
+    app_id = app.color_application_id(active, assignment.generation if assignment is not None else 0)
+    fresh = "message" not in view.topics
+    offsets = view.offsets.get(app_id) if fresh else None
+    reading = autoscaling.OffsetsReading(view.read_at, app_id, offsets) if offsets else None
+    previous = state.swap_reading(f"{app.namespace}/{app.name}", reading)
+    current = runs[active].app.spec.replicas
+    sample = autoscaling.sample_from_offsets(previous, reading, current) if reading is not None else None
+    sts_status = (sts.get(active) or {}).get("status") or {}
+    members = view.members.get(app_id) if fresh else None
+    observed = autoscaling.Observed(
+        pods=int(sts_status.get("replicas") or 0),
+        ready=int(sts_status.get("readyReplicas") or 0),
+        members=members,
+        # the warmups' progress is not read yet: a step ends once the group has its members
+        warmups=0 if members is not None else None,
+        # no drain marking yet: a scale-in removes the Pods at once (their tasks go to the
+        # caught-up standbys first, as the assignor prefers them)
+        draining_actives=0,
+        failing=_failing(state.kube, app, sts, runs).get(active, ""),
+    )
+    return autoscaling.autoscale(
+        autoscaling.Inputs(
+            policy=policy,
+            state=before,
+            sample=sample,
+            now=time.time(),
+            active=active,
+            colors=app.colors,
+            observed=observed,
+            tasks=autoscaling.task_count(offsets, app_id) if offsets else 0,
+            standby_replicas={c: r.app.spec.standby_replicas for c, r in runs.items()},
+            spec_replicas=app.spec.replicas,
+            processes_per_pod=app.spec.processes_per_pod,
+            deploy_phase=plan.record.phase,
+            deploy_target=plan.record.target,
+        )
+    )
 
 
 def _failing(
@@ -371,7 +497,8 @@ def _failing(
     out: dict[Color, str] = {}
     for color in app.colors:
         state = sts.get(color)
-        if state is None or color_readiness(state, app.spec.replicas, spec_hash(runs[color].app.spec)).ready:
+        run = runs[color].app
+        if state is None or color_readiness(state, run.spec.replicas, spec_hash(run.spec)).ready:
             continue
         why = pods_failing(kube.pods(app.namespace, selector_string(app, color)))
         if why is not None:
@@ -429,7 +556,7 @@ def _views(
     views: dict[Color, ColorView] = {}
     for color in app.colors:
         want = spec_hash(runs[color].app.spec)
-        readiness = color_readiness(sts.get(color), app.spec.replicas, want)
+        readiness = color_readiness(sts.get(color), runs[color].app.spec.replicas, want)
         assignment = record.colors.get(color) if record is not None else None
         views[color] = ColorView(
             readiness.ready,
@@ -453,7 +580,7 @@ def _apply_all(  # noqa: PLR0917
     node_reader_role: str = DEFAULT_NODE_READER_ROLE,
     compactor_role: str = DEFAULT_COMPACTOR_ROLE,
 ) -> str | None:
-    """Apply the objects that differ from what is live (see baton.operator.drift); dry-run
+    """Apply the objects that differ from what is live (see baton.operator.core.drift); dry-run
     them all first, so a spec the cluster refuses is never half-applied."""
     try:
         desired = desired_objects(
@@ -582,6 +709,7 @@ def write_status(
         previous.get("conditions"),
         plan=plan,
         generations={c: r.generation for c, r in runs.items()},
+        replicas={c: r.app.spec.replicas for c, r in runs.items()},
     )
     for key in ("topics", "lag", "lastFlip", "deploy"):
         if key not in status and key in previous:

@@ -7,16 +7,18 @@ as many as they like, and nothing leaks from one operator run into the next in o
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from baton.compactor.cronjob import DEFAULT_COMPACTOR_ROLE
-from baton.compactor.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
-from baton.operator.builders.rack import DEFAULT_NODE_READER_ROLE
-from baton.operator.deploy import FlipOutcome
+from baton.operator.core.autoscaling import IDLE_REQUEUE_S, OffsetsReading
+from baton.operator.core.builders.rack import DEFAULT_NODE_READER_ROLE
+from baton.operator.core.compaction.cronjob import DEFAULT_COMPACTOR_ROLE
+from baton.operator.core.compaction.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
+from baton.operator.core.deploy import FlipOutcome
 from baton.operator.flips import ControlFollower, ControlState
 from baton.operator.kube import Kube
 
@@ -48,6 +50,12 @@ class OperatorState:
     _followers: dict[str, ControlFollower] = field(default_factory=dict, init=False)
     # each app's deploy loop: how to wake it from another thread (a StatefulSet became ready)
     _wakers: dict[str, Callable[[], None]] = field(default_factory=dict, init=False)
+    # spec.autoscaling: each app's previous offsets reading (rates are differences between
+    # two passes), and how often an autoscaled app is looked at (at most; its steps sooner)
+    _readings: dict[str, OffsetsReading] = field(default_factory=dict, init=False)
+    autoscaling_interval: float = field(
+        default_factory=lambda: float(os.environ.get("BATON_AUTOSCALING_INTERVAL_SECONDS") or IDLE_REQUEUE_S)
+    )
 
     def __post_init__(self) -> None:
         self.executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="pass")
@@ -123,6 +131,14 @@ class OperatorState:
         with self._guard:
             return self._flips.pop(app, None)
 
+    def swap_reading(self, app: str, reading: OffsetsReading | None) -> OffsetsReading | None:
+        """Keep ``reading`` as the app's latest (None: drop it); the one it replaces."""
+        with self._guard:
+            previous = self._readings.pop(app, None)
+            if reading is not None:
+                self._readings[app] = reading
+            return previous
+
     def forget(self, app: str) -> None:
         """The app was deleted: drop its lock, client and results (the client's threads end
         with its last reference)."""
@@ -130,6 +146,7 @@ class OperatorState:
             self._locks.pop(app, None)
             self._admins.pop(app, None)
             self._flips.pop(app, None)
+            self._readings.pop(app, None)
             follower = self._followers.pop(app, None)
         if follower is not None:
             follower.close()

@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ign
 
 from baton import group_offsets
 from baton.control.messages import COLORS
-from baton.operator.spec import StreamApp
+from baton.operator.core.spec import StreamApp
 
 TIMEOUT_S = 5.0
 
@@ -124,6 +124,17 @@ def consumer_lag(admin: AdminClient, group: str) -> int | None:
     through :mod:`baton.group_offsets`, which keeps librdkafka from crashing the operator
     on a broker whose group coordinator is not ready.
     """
+    return lag_of(partition_offsets(admin, group))
+
+
+def lag_of(offsets: Mapping[tuple[str, int], tuple[int, int]] | None) -> int | None:
+    """The lag of :func:`partition_offsets`' reading (None without commits)."""
+    return None if not offsets else sum(max(0, end - committed) for committed, end in offsets.values())
+
+
+def partition_offsets(admin: AdminClient, group: str) -> dict[tuple[str, int], tuple[int, int]] | None:
+    """(committed, end) per partition the group has committed; None without commits (see
+    :func:`consumer_lag`; the autoscaler derives rates from two readings)."""
     try:
         committed = group_offsets.committed_offsets(admin, group, timeout=TIMEOUT_S)
     except (KafkaException, TimeoutError) as exc:
@@ -136,11 +147,20 @@ def consumer_lag(admin: AdminClient, group: str) -> int | None:
     latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
     specs = {TopicPartition(t, p): latest for t, p in positions}
     ends = admin.list_offsets(specs, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=TIMEOUT_S)
-    lag = 0
+    out = {}
     for tp, future in ends.items():
         end = _result(future, f"end offset of {tp.topic}[{tp.partition}]").offset
-        lag += max(0, end - positions[(tp.topic, tp.partition)])
-    return lag
+        out[(tp.topic, tp.partition)] = (positions[(tp.topic, tp.partition)], end)
+    return out
+
+
+def group_members(admin: AdminClient, group: str) -> int | None:
+    """Members of the group now (DescribeGroups); None when it cannot be read."""
+    try:
+        described = admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result()
+    except Exception:  # a broker going away, a coordinator moving: unknown this pass
+        return None
+    return len(described.members or [])
 
 
 def new_admin(config: dict[str, Any]) -> AdminClient:

@@ -276,7 +276,7 @@ def build_minio() -> Path:
 
 
 def build_promtool() -> Path:
-    """promtool: checks the chart's alert rules and runs their unit tests (tests/unit/test_alert_rules.py)."""
+    """promtool: checks the chart's alert rules and runs their unit tests (tests/unit/artifacts/test_alert_rules.py)."""
     package = "github.com/prometheus/prometheus/cmd/promtool"
     return _go_install("promtool", package, versions.PROMETHEUS, promtool_dir())
 

@@ -3,7 +3,7 @@
 KUBERNETES = "v1.35.4"
 ETCD = "v3.6.16"
 HELM = "v3.21.4"
-# Lints .github/workflows (tests/unit/test_workflows.py); built from the Go module proxy.
+# Lints .github/workflows (tests/dev/test_workflows.py); built from the Go module proxy.
 ACTIONLINT = "v1.7.12"
 KAFKA = "4.3.1"
 SCALA = "2.13"

@@ -10,10 +10,13 @@ examples/spark-service-account.yaml. ``runner: SparkOperator``: the Kubeflow Spa
 built from its Go module and installed with its own chart, runs the operator's
 ScheduledSparkApplication when its schedule comes (the test moves the StreamApp's schedule to
 the coming minute, which also checks that a schedule change takes effect); its spark-submit
-creates the driver Pod, which starts two executors. Either way one executor Pod is deleted
-while the job runs: Spark replaces it and the run completes whole. The workers' ``baton run``
-(pyarrow's S3) runs from the runtime image; both images are built from the Dockerfile
-(dev/image): the JRE, pyspark, the connector and S3A jars on the class path are the image's own.
+creates the driver Pod, which starts two executors. Under ``Kubernetes`` one executor Pod is
+deleted while the job runs: Spark replaces it and the run completes whole; and the worker that
+loses its volume restores from the snapshot. Both are Spark's and the worker's own, whoever
+ran the compaction, so the ``SparkOperator`` run stops once its snapshots are in the bucket.
+The workers' ``baton run`` (pyarrow's S3) runs from the runtime image; both images are built
+from the Dockerfile (dev/image): the JRE, pyspark, the connector and S3A jars on the class
+path are the image's own.
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ from batondev import objectstore, spark_operator
 from batondev.paths import REPO
 from pyarrow import fs as pafs
 
-from baton.compactor.cronjob import compactor_name
-from baton.operator.builders.statefulset import STATE_VOLUME
+from baton.operator.core.builders.statefulset import STATE_VOLUME
+from baton.operator.core.compaction.cronjob import compactor_name
 from baton.testing import produce, read_all, wait_for
 from baton.worker.state.snapshot_fs import open_store
 from baton.worker.state.snapshot_uri import S3Settings
@@ -186,7 +189,8 @@ def test_the_compaction_snapshots_and_a_worker_that_lost_its_volume_restores_fro
         changelog_records = len(read_all(kafka_bootstrap, changelog))
         assert changelog_records >= 600, changelog_records
 
-        executors = Executors(kubectl, namespace)
+        # Spark replacing a lost executor is Spark's own, the same under either runner: seen once
+        executors = Executors(kubectl, namespace, delete_one=runner == "Kubernetes")
         with executors:
             if runner == "Kubernetes":
                 driver, account = _run_the_cronjob(kubectl, namespace), "spark"
@@ -198,8 +202,11 @@ def test_the_compaction_snapshots_and_a_worker_that_lost_its_volume_restores_fro
         # two executor Pods from the compactor image, children of the driver Pod; one deleted
         # mid-job and replaced, and the run still completed whole
         print(f"executors: {executors.seen}, deleted {executors.deleted}")
-        assert executors.deleted is not None, "no two executors ran at once"
-        assert len(executors.seen) >= 3, executors.seen
+        if runner == "Kubernetes":
+            assert executors.deleted is not None, "no two executors ran at once"
+            assert len(executors.seen) >= 3, executors.seen
+        else:
+            assert len(executors.seen) >= 2, executors.seen
         for pod in executors.seen.values():
             assert pod["image"] == node_compactor_image and pod["node"] == node.name, pod
             assert pod["owner"] == [driver["metadata"]["name"]], pod
@@ -214,6 +221,8 @@ def test_the_compaction_snapshots_and_a_worker_that_lost_its_volume_restores_fro
         s3fs, prefix = open_store(store, S3Settings(endpoint))  # the objects are in the bucket
         names = [i.path for i in s3fs.get_file_info(pafs.FileSelector(prefix, recursive=True))]
         assert sum(n.endswith("/_baton.json") for n in names) == 2, names
+        if runner == "SparkOperator":
+            return  # a restore from a snapshot does not depend on who ran the compaction: seen once
 
         # the worker loses its state volume: a new claim of the same name starts empty
         kubectl("delete", "pvc", f"{STATE_VOLUME}-{POD}", "-n", namespace, "--wait=false")
@@ -353,13 +362,14 @@ def _metric_after_restore(kubectl: KubectlFn, namespace: str) -> tuple[float] | 
 
 
 class Executors:
-    """Watches the Spark executor Pods while a run goes on; deletes the first one once two run.
+    """Watches the Spark executor Pods while a run goes on; with ``delete_one``, deletes the first
+    one once two run.
 
     Spark labels executors ``spark-role=executor``; their owner is the driver Pod (the Job's),
     so they go away with it. What each was (image, node, owner) is kept as seen."""
 
-    def __init__(self, kubectl: KubectlFn, namespace: str) -> None:
-        self.kubectl, self.namespace = kubectl, namespace
+    def __init__(self, kubectl: KubectlFn, namespace: str, *, delete_one: bool) -> None:
+        self.kubectl, self.namespace, self.delete_one = kubectl, namespace, delete_one
         self.seen: dict[str, dict[str, Any]] = {}
         self.deleted: str | None = None
         self._stop = threading.Event()
@@ -389,6 +399,6 @@ class Executors:
                     and pod["metadata"].get("deletionTimestamp") is None
                 ):
                     running.append(name)
-            if self.deleted is None and len(running) >= 2:
+            if self.delete_one and self.deleted is None and len(running) >= 2:
                 self.deleted = running[0]
                 self.kubectl("delete", "pod", self.deleted, "-n", self.namespace, "--wait=false")

@@ -19,8 +19,8 @@ import pytest
 import yaml
 from batondev import prometheus
 
-from baton.operator.compaction_jobs import COMPONENT, COMPONENT_LABEL
-from baton.operator.constants import LABEL_APP
+from baton.operator.core.compaction.jobs import COMPONENT, COMPONENT_LABEL
+from baton.operator.core.constants import LABEL_APP
 from baton.testing import produce, wait_for
 from tests.conftest import Node
 from tests.support.helm import CHART, Helm

@@ -25,7 +25,7 @@ import pytest
 from batondev import kafka as stack_kafka
 from batondev import tls
 
-from baton.compactor.cronjob import compactor_name
+from baton.operator.core.compaction.cronjob import compactor_name
 from baton.testing import wait_for
 from tests.conftest import Node
 from tests.e2e.test_deploy_bluegreen import Clicks, status

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from baton.operator.rbac import rbac_objects
+from baton.operator.core.rbac import rbac_objects
 from baton.testing import wait_for
 from tests.conftest import Node
 from tests.e2e.test_deploy_bluegreen import Clicks

@@ -27,13 +27,13 @@ from confluent_kafka import KafkaException, Producer
 from pyarrow import fs as pafs
 
 from baton.compactor.cli import compact
-from baton.compactor.cronjob import compactor_identity, compactor_name
 from baton.compactor.job import JobConfig, run
 from baton.compactor.s3a import CLASSPATH_ENV, hadoop_settings
 from baton.compactor.session import session
-from baton.operator.builders import desired_objects
-from baton.operator.builders.env import SASL_PASSWORD_VAR, SASL_USERNAME_VAR
-from baton.operator.spec import StreamApp
+from baton.operator.core.builders import desired_objects
+from baton.operator.core.builders.env import SASL_PASSWORD_VAR, SASL_USERNAME_VAR
+from baton.operator.core.compaction.cronjob import compactor_identity, compactor_name
+from baton.operator.core.spec import StreamApp
 from baton.testing import WorkerProcess, latest_by_key, produce, read_all, wait_for
 from baton.worker.config import env_var
 from baton.worker.state import snapshot, snapshot_fs

@@ -359,6 +359,58 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
         _spec(placement={"antiAffinity": "Required"}, podTemplate={"affinity": {"nodeAffinity": {}}}),
         ["spec.placement", "must keep its defaults when spec.podTemplate.affinity is set"],
     ),
+    (
+        "autoscaling-max-below-min",
+        _spec(autoscaling={"minReplicas": 4, "maxReplicas": 2}),
+        ["spec.autoscaling.maxReplicas must be at least spec.autoscaling.minReplicas"],
+    ),
+    (
+        "autoscaling-max-not-above-standbys",
+        _spec(standbyReplicas=1, autoscaling={"maxReplicas": 1}),
+        ["spec.autoscaling.maxReplicas must be more than spec.standbyReplicas"],
+    ),
+    (
+        "autoscaling-without-max",
+        _spec(autoscaling={"minReplicas": 1}),
+        ["spec.autoscaling.maxReplicas: Required value"],
+    ),
+    (
+        "autoscaling-utilization-out-of-range",
+        _spec(autoscaling={"maxReplicas": 3, "targetUtilization": 1.5}),
+        ["spec.autoscaling.targetUtilization", "less than or equal to 1"],
+    ),
+    (
+        "autoscaling-tolerance-out-of-range",
+        _spec(autoscaling={"maxReplicas": 3, "tolerance": 0.95}),
+        ["spec.autoscaling.tolerance", "less than or equal to 0.9"],
+    ),
+    (
+        "autoscaling-step-timeout-too-short",
+        _spec(autoscaling={"maxReplicas": 3, "stepTimeoutSeconds": 10}),
+        ["spec.autoscaling.stepTimeoutSeconds", "greater than or equal to 60"],
+    ),
+    (
+        "autoscaling-empty-policies",
+        _spec(autoscaling={"maxReplicas": 3, "behavior": {"scaleDown": {"policies": []}}}),
+        ["spec.autoscaling.behavior needs at least one policy per direction, or selectPolicy Disabled"],
+    ),
+    (
+        "autoscaling-policy-type",
+        _spec(
+            autoscaling={
+                "maxReplicas": 3,
+                "behavior": {
+                    "scaleUp": {"policies": [{"type": "Replicas", "value": 1, "periodSeconds": 60}]}
+                },
+            }
+        ),
+        ["spec.autoscaling.behavior.scaleUp.policies[0].type", 'Unsupported value: "Replicas"'],
+    ),
+    (
+        "autoscaling-select-policy",
+        _spec(autoscaling={"maxReplicas": 3, "behavior": {"scaleUp": {"selectPolicy": "Average"}}}),
+        ["spec.autoscaling.behavior.scaleUp.selectPolicy", 'Unsupported value: "Average"'],
+    ),
 ]
 
 
@@ -580,3 +632,28 @@ def test_zones_and_placement_are_accepted_and_defaulted(
             input=json.dumps(ok | {"metadata": {"name": "b", "namespace": namespace}}),
         )
     assert "Strimzi's rack" in kubectl("explain", "sapp.spec.rack").stdout
+
+
+def test_autoscaling_is_accepted_and_defaulted(crds: None, kubectl: KubectlFn, namespace: str) -> None:
+    """spec.autoscaling needs only maxReplicas; the rest takes the documented defaults; with
+    standbys, maxReplicas standbyReplicas + 1 is enough; selectPolicy Disabled needs no policy."""
+    body = example_manifest(
+        namespace,
+        standbyReplicas=1,
+        autoscaling={
+            "maxReplicas": 2,
+            "behavior": {"scaleDown": {"selectPolicy": "Disabled", "policies": []}},
+        },
+    )
+    kubectl("create", "-f", "-", input=json.dumps(body))
+    spec = json.loads(kubectl("get", "sapp", "click-counter", "-n", namespace, "-o", "json").stdout)["spec"]
+    assert spec["autoscaling"] == {
+        "minReplicas": 1,
+        "maxReplicas": 2,
+        "targetUtilization": 0.7,
+        "drainSeconds": 120,
+        "tolerance": 0.2,
+        "stepTimeoutSeconds": 900,
+        "behavior": {"scaleDown": {"selectPolicy": "Disabled", "policies": []}},
+    }
+    assert "targetUtilization" in kubectl("explain", "sapp.spec.autoscaling").stdout

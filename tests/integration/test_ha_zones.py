@@ -95,13 +95,11 @@ def _in_one_zone(active_of: dict[int, str], standby_of: dict[int, str]) -> dict[
     return {p: (a, standby_of[p]) for p, a in sorted(active_of.items()) if ZONE[a] == ZONE[standby_of[p]]}
 
 
-def test_a_zone_outage_promotes_every_orphaned_task_and_counts_stay_exact(
-    kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
-) -> None:
-    source = new_topic(PARTITIONS, name=f"{unique_name}-clicks")
-    sink = new_topic(PARTITIONS, name=f"{unique_name}-counts")
-    env = {"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink}
-    workers = {
+def _workers(
+    kafka_bootstrap: str, unique_name: str, tmp_path: Path, env: dict[str, str]
+) -> dict[str, WorkerProcess]:
+    """The six click counters, one standby per task, each in its zone (not started)."""
+    return {
         name: WorkerProcess(
             CLICK_COUNTER,
             bootstrap=kafka_bootstrap,
@@ -130,6 +128,58 @@ def test_a_zone_outage_promotes_every_orphaned_task_and_counts_stay_exact(
         )
         for name, zone in ZONE.items()
     }
+
+
+def _assert_counts_exact(
+    kafka_bootstrap: str, sink: str, sent: Counter[str], errors: Callable[[], str]
+) -> None:
+    """Every key's read-committed counts become exactly 1..n: no repeat, no gap."""
+    sequences = wait_for(
+        "counts never became exact",
+        lambda: sequences_if_exact(kafka_bootstrap, sink, sent),
+        90,
+        every=1,
+        detail=errors,
+    )
+    assert_strictly_increasing(sequences)
+    gaps = {user: counts for user, counts in sequences.items() if counts != list(range(1, len(counts) + 1))}
+    assert not gaps, f"counts with a gap (an update lost): {gaps}"
+
+
+def _started_tasks(
+    survivors: dict[str, WorkerProcess], seen: dict[str, int]
+) -> dict[int, list[tuple[str, object]]]:
+    """Partition -> (worker, kind) of every "active task started" the survivors logged after ``seen`` lines."""
+    starts: dict[int, list[tuple[str, object]]] = {}
+    for name, w in survivors.items():
+        for line in w.logs()[seen[name] :]:
+            if line.get("msg") == "active task started":
+                starts.setdefault(int(str(line["task"]).split("_")[1]), []).append((name, line.get("kind")))
+    return starts
+
+
+def _assert_orphans_promoted(
+    orphans: list[int],
+    active_of: dict[int, str],
+    standby_of: dict[int, str],
+    starts: dict[int, list[tuple[str, object]]],
+) -> None:
+    """Each orphan started on the survivor that held its standby, promoted; none restored from scratch."""
+    for p in orphans:
+        assert (standby_of[p], "promoted") in starts.get(p, []), (
+            f"partition {p} (active {active_of[p]}, standby {standby_of[p]}) was not promoted "
+            f"from its standby: started {starts.get(p)}"
+        )
+    restored = {p: s for p, s in starts.items() if any(kind == "restored" for _name, kind in s)}
+    assert not restored, f"tasks restored from scratch after the zone outage: {restored}"
+
+
+def test_a_zone_outage_promotes_every_orphaned_task_and_counts_stay_exact(
+    kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+) -> None:
+    source = new_topic(PARTITIONS, name=f"{unique_name}-clicks")
+    sink = new_topic(PARTITIONS, name=f"{unique_name}-counts")
+    workers = _workers(kafka_bootstrap, unique_name, tmp_path, {"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink})
     sent: Counter[str] = Counter()
     before, during = list(_click_chunks(3, 4, BEFORE // 4, sent)), list(_click_chunks(5, 32, 30, sent))
     stop_feeding = threading.Event()
@@ -186,34 +236,8 @@ def test_a_zone_outage_promotes_every_orphaned_task_and_counts_stay_exact(
             workers[name].wait(10)
         feeder.join()
 
-        sequences = wait_for(
-            "counts never became exact",
-            lambda: sequences_if_exact(kafka_bootstrap, sink, sent),
-            90,
-            every=1,
-            detail=errors,
-        )
-        assert_strictly_increasing(sequences)
-        gaps = {
-            user: counts for user, counts in sequences.items() if counts != list(range(1, len(counts) + 1))
-        }
-        assert not gaps, f"counts with a gap (an update lost): {gaps}"
-
-        # each orphan started on the survivor that held its standby, promoted; none restored from scratch
-        starts: dict[int, list[tuple[str, object]]] = {}
-        for name, w in survivors.items():
-            for line in w.logs()[seen[name] :]:
-                if line.get("msg") == "active task started":
-                    starts.setdefault(int(str(line["task"]).split("_")[1]), []).append(
-                        (name, line.get("kind"))
-                    )
-        for p in orphans:
-            assert (standby_of[p], "promoted") in starts.get(p, []), (
-                f"partition {p} (active {active_of[p]}, standby {standby_of[p]}) was not promoted "
-                f"from its standby: started {starts.get(p)}"
-            )
-        restored = {p: s for p, s in starts.items() if any(kind == "restored" for _name, kind in s)}
-        assert not restored, f"tasks restored from scratch after the zone outage: {restored}"
+        _assert_counts_exact(kafka_bootstrap, sink, sent, errors)
+        _assert_orphans_promoted(orphans, active_of, standby_of, _started_tasks(survivors, seen))
 
         # the two zones left still keep each task's two copies apart
         wait_for(

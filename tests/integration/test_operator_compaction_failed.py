@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from baton.compactor.cronjob import compactor_name
+from baton.operator.core.compaction.cronjob import compactor_name
 from baton.testing import wait_for
 from tests.support.operator import KubectlFn, OperatorProcess, apply, example_manifest, get_json, try_get_json
 

@@ -12,11 +12,11 @@ from collections.abc import Callable
 
 import pytest
 
-from baton.compactor.cronjob import SNAPSHOT_MOUNT
-from baton.operator.builders import desired_objects
-from baton.operator.builders.desired import color_runs
-from baton.operator.deploy_record import from_status
-from baton.operator.spec import StreamApp
+from baton.operator.core.builders import desired_objects
+from baton.operator.core.builders.desired import color_runs
+from baton.operator.core.compaction.cronjob import SNAPSHOT_MOUNT
+from baton.operator.core.deploy_record import from_status
+from baton.operator.core.spec import StreamApp
 from baton.testing import wait_for
 from tests.support.operator import (
     KubectlFn,

@@ -1,4 +1,4 @@
-"""The operator runs with exactly the RBAC in baton/operator/rbac.py, as a real ServiceAccount."""
+"""The operator runs with exactly the RBAC in baton/operator/core/rbac.py, as a real ServiceAccount."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The short variant of bench/operator_scale.py: at rest, a pass costs the API server nothing.
 
 The operator reads its objects from its watches (baton.operator.cache) and applies only what
-differs (baton.operator.drift), so a reconciliation pass of an app whose objects are as
+differs (baton.operator.core.drift), so a reconciliation pass of an app whose objects are as
 desired makes no request, whatever the number of apps; only a changed StreamApp is read
 fresh, once. Counted by the API server itself (its audit log, which `dev/stack` turns on),
 by user agent, in the test's namespace. With ``--no-watch-cache`` the same passes make a

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 from batondev import spark_operator
 
-from baton.compactor.sparkapp import KIND
+from baton.operator.core.compaction.sparkapp import KIND
 from baton.testing import wait_for
 from tests.support.operator import (
     KubectlFn,

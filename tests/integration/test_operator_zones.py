@@ -1,5 +1,5 @@
 """spec.rack on the real API server, with the operator running as its own least-privilege
-ServiceAccount (baton/operator/rbac.py, namespaced): its reconcile binds the app's workers to
+ServiceAccount (baton/operator/core/rbac.py, namespaced): its reconcile binds the app's workers to
 the node-reader ClusterRole (the API server's escalation check passes only because the
 operator holds what that role grants), the workers' ServiceAccount may then get Nodes and
 nothing more, and the binding goes when the app stops using it and when the app is deleted

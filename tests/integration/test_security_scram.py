@@ -19,8 +19,8 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from baton.operator import topics
-from baton.operator.builders import kafka_access
-from baton.operator.builders.env import SASL_PASSWORD_VAR, SASL_USERNAME_VAR, kafka_config
+from baton.operator.core.builders import kafka_access
+from baton.operator.core.builders.env import SASL_PASSWORD_VAR, SASL_USERNAME_VAR, kafka_config
 from tests.support.scram import SECRET, app_with_secret, scram
 
 pytestmark = pytest.mark.integration

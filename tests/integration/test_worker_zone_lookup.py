@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from baton.operator.builders.rack import node_reader_binding
-from baton.operator.rbac import rbac_objects
+from baton.operator.core.builders.rack import node_reader_binding
+from baton.operator.core.rbac import rbac_objects
 from baton.testing import wait_for
 from baton.worker.config import WorkerConfig
 from baton.worker.zone import api_client, node_zone, with_node_zone

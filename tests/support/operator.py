@@ -34,7 +34,7 @@ KubectlFn = Callable[..., "subprocess.CompletedProcess[str]"]
 def install_crds(kubectl: KubectlFn) -> None:
     """Apply the StreamApp CRD (idempotent) and wait until it is served; and the two ClusterRoles
     the operator binds by default name (compaction Jobs, zone-aware workers), as the chart does."""
-    from baton.operator.rbac import (
+    from baton.operator.core.rbac import (
         DEFAULT_OPERATOR_NAME,
         compactor_role_name,
         node_reader_role_name,
@@ -228,9 +228,9 @@ def operators(
 def least_privilege_operators(
     kube: Kube, kubectl: KubectlFn, namespace: str, tmp_path: Path
 ) -> Iterator[Callable[..., OperatorProcess]]:
-    """Operators running as the ServiceAccount with exactly baton/operator/rbac.py's namespaced
+    """Operators running as the ServiceAccount with exactly baton/operator/core/rbac.py's namespaced
     RBAC (CRDs installed, a real bound token); the apps are deleted before they stop."""
-    from baton.operator.rbac import rbac_objects
+    from baton.operator.core.rbac import rbac_objects
 
     install_crds(kubectl)
     for obj in rbac_objects("baton-operator", namespace, clusterwide=False):

@@ -8,8 +8,8 @@ from typing import Any
 import yaml
 from batondev.paths import CRD, EXAMPLE
 
-from baton.operator.builders.statefulset import spec_hash
-from baton.operator.spec import StreamApp
+from baton.operator.core.builders.statefulset import spec_hash
+from baton.operator.core.spec import StreamApp
 
 
 def example_body() -> dict[str, Any]:

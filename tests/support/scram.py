@@ -6,7 +6,7 @@ from typing import Any
 
 from batondev import kafka as stack_kafka
 
-from baton.operator.spec import StreamApp
+from baton.operator.core.spec import StreamApp
 
 SECRET = {"username": stack_kafka.SCRAM_USER, "password": stack_kafka.SCRAM_PASSWORD}
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from baton import Topology
 from baton.worker.naming import TaskId
-from baton.worker.runtime.record import Record
-from baton.worker.runtime.task import Message, Task
+from baton.worker.runtime.record import Message, Record
+from baton.worker.runtime.task import Task
 from baton.worker.state.stores import MemoryStore
-from baton.worker.topology.context import Headers
+from baton.worker.topology.context import Headers, RecordContext
 
 
 class Msg(Record):
@@ -85,3 +86,22 @@ def make_task(
         global_stores=global_stores,
     )
     return task, sent, dead, stores
+
+
+class EveryThirdHeldBack:
+    """A blue-green sink gate that reads the origin of each output record (an open gate does not)."""
+
+    def allows(self, topic: str, partition: int, offset: int) -> bool:
+        return offset % 3 != 1
+
+
+class Recorded(list[tuple[str, int, str, str]]):
+    """The dead-letter handler: stage, offset and the error as a user would read it."""
+
+    def __call__(self, error: BaseException, stage: str, msg: Any) -> None:
+        self.append((stage, msg.offset() or 0, type(error).__name__, str(error)))
+
+
+def record_context(ctx: RecordContext) -> tuple[Any, ...]:
+    """Every field of the record context: where a fast path must leave it, as the general path does."""
+    return tuple(getattr(ctx, name) for name in RecordContext.__slots__)

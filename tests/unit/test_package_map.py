@@ -2,7 +2,9 @@
 
 Imports are read from the source (every ``import``, also those inside functions), so a
 lazy import cannot slip past. A rule that breaks here is a design change: change the map
-in docs/architecture.md with it.
+in docs/architecture.md with it. Besides the arrows: the operator's pure part is the folder
+``baton/operator/core`` (pure by prefix, and it imports no operator module outside it), and
+the top-level packages import one another without a cycle.
 """
 
 from __future__ import annotations
@@ -40,18 +42,24 @@ PURE = (
     "baton.control.messages",
     "baton.control.gate",
     "baton.control.flipper",
-    "baton.operator.deploy",
-    "baton.operator.deploy_record",
-    "baton.operator.builders",
-    "baton.operator.spec",
-    "baton.operator.drift",
-    "baton.operator.constants",
-    "baton.compactor.cronjob",
-    "baton.compactor.kubernetes",
-    "baton.compactor.sparkapp",
+    # the operator's pure part is one folder: whatever is put there must stay pure
+    "baton.operator.core",
     "baton.compactor.retention",
     "baton.worker.state.snapshot_uri",
     "baton.worker.processes.plan",
+)
+# The operator's pure part: everything under it is pure (PURE), and it builds on nothing else of
+# the operator's; outside the operator, nothing reaches past it.
+CORE = "baton.operator.core"
+# The nodes of the import graph that must have no cycle: these packages, and each module directly
+# under baton/ (baton itself, cli, images, ...) as a node of its own.
+TOP_LEVEL = (
+    "baton.worker",
+    "baton.operator",
+    "baton.compactor",
+    "baton.control",
+    "baton.clients",
+    "baton.testing",
 )
 # (importer prefix, imported prefix, why not)
 FORBIDDEN = [
@@ -70,6 +78,12 @@ FORBIDDEN = [
     ("baton.worker.assignment", "baton.worker.runtime", "the assignor decides; the loop acts"),
     ("baton.worker.assignment", "baton.worker.state", "the assignor sees offset sums, not stores"),
     ("baton.operator", "baton.worker.runtime", "the operator renders workers, it never runs one"),
+    (
+        "baton.operator",
+        "baton.compactor",
+        "the operator renders the compactor's Job (operator/core/compaction), it never runs it; "
+        "the compactor reads the names it is given from the operator's core, so an arrow back is a cycle",
+    ),
     ("baton.worker.runtime", "baton.worker.processes", "a worker process does not know it is supervised"),
     *(
         (
@@ -157,6 +171,111 @@ def test_pure_modules_import_only_pure_baton_modules() -> None:
         if name in modules and name.startswith("baton.") and name != "baton"
         if not any(_under(name, p) for p in PURE) and name not in {"baton.worker.config"}
     ]
+    assert not broken, "\n".join(broken)
+
+
+def _owner(name: str, modules: set[str]) -> str | None:
+    """The module an imported name lives in: ``baton.operator.core.spec.StreamApp`` is
+    ``baton.operator.core.spec``'s; None for a name outside baton."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _node(module: str) -> str:
+    return next((p for p in TOP_LEVEL if _under(module, p)), module)
+
+
+def _package_graph(imports: dict[str, set[str]]) -> dict[str, dict[str, str]]:
+    """{node: {node it imports: one import that makes the arrow}} over TOP_LEVEL and the modules
+    directly under baton/."""
+    modules = set(imports)
+    graph: dict[str, dict[str, str]] = {_node(m): {} for m in modules}
+    for module, names in sorted(imports.items()):
+        for name in sorted(names):
+            owner = _owner(name, modules)
+            if owner is not None and _node(owner) != _node(module):
+                graph[_node(module)].setdefault(_node(owner), f"{module} imports {owner}")
+    return graph
+
+
+def _cycle(graph: dict[str, dict[str, str]]) -> list[str] | None:
+    """One cycle of ``graph`` as the path around it (its first node again at the end), or None."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        if node in done:
+            return None
+        path.append(node)
+        for target in sorted(graph.get(node, {})):
+            found = visit(target)
+            if found is not None:
+                return found
+        path.pop()
+        done.add(node)
+        return None
+
+    for node in sorted(graph):
+        found = visit(node)
+        if found is not None:
+            return found
+    return None
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    """The test below passes on any graph in which this finds nothing."""
+    arrows = {"a": {"b": ""}, "b": {"c": ""}, "c": {"a": ""}, "d": {"a": ""}}
+    assert _cycle(arrows) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b": "", "c": ""}, "b": {"c": ""}, "c": {}}) is None
+
+
+def test_no_cycle_between_top_level_packages() -> None:
+    """The worker, operator, compactor, control, clients and testing packages and the modules
+    directly under baton/ import one another in one direction only (the compactor reads the
+    operator's core; the operator imports nothing of the compactor)."""
+    graph = _package_graph(_imports())
+    assert set(TOP_LEVEL) | {"baton", "baton.cli"} <= set(graph), sorted(graph)
+    assert "baton.control" in graph["baton.operator"], "the graph lost its arrows"
+    cycle = _cycle(graph)
+    arrows = [graph[a][b] for a, b in zip(cycle or [], (cycle or [])[1:], strict=False)]
+    assert cycle is None, "import cycle " + " -> ".join(cycle or []) + ":\n" + "\n".join(arrows)
+
+
+def test_the_operator_core_imports_no_operator_module_outside_it() -> None:
+    """The rest of the operator (kopf handlers, the reconciler, the API and Kafka clients) builds
+    on its core, never the reverse: a core module that needs one has I/O to hand back to its caller."""
+    imports = _imports()
+    modules = set(imports)
+    core = sorted(m for m in modules if _under(m, CORE))
+    assert len(core) > 1, core
+    broken = [
+        f"{module} imports {name}"
+        for module in core
+        for name in sorted(imports[module])
+        if (owner := _owner(name, modules)) is not None
+        if _under(owner, "baton.operator") and not _under(owner, CORE)
+    ]
+    assert not broken, "\n".join(broken)
+
+
+def test_outside_the_operator_only_its_core_is_imported() -> None:
+    """The compactor takes the StreamApp's names and the variables its CronJob sets from the
+    operator's core (pure, needing no kopf or Kubernetes client); nothing outside the operator
+    reaches its I/O modules."""
+    imports = _imports()
+    modules = set(imports)
+    reached = {
+        (module, owner)
+        for module, names in imports.items()
+        if not _under(module, "baton.operator")
+        for name in names
+        if (owner := _owner(name, modules)) is not None and _under(owner, "baton.operator")
+    }
+    assert any(_under(module, "baton.compactor") for module, _imported in reached), reached
+    broken = sorted(f"{module} imports {owner}" for module, owner in reached if not _under(owner, CORE))
     assert not broken, "\n".join(broken)
 
 

@@ -7,7 +7,7 @@ name the identity under which the *processing thread* last applied its assignmen
 *held* identity), never the membership thread's live one: the two differ exactly when the
 group moved on while the processing thread was away (stalled in user code past a
 revocation's wait, or its member removed and joined again), and then the tasks it still
-holds may already belong to another member. ``tests/unit/test_membership_model.py`` checks
+holds may already belong to another member. ``tests/unit/worker/assignment/test_membership_model.py`` checks
 these rules over random interleavings of both threads and the coordinator.
 """
 

@@ -20,8 +20,9 @@ What crosses threads, and why it is safe:
 * at-least-once offset commits carry the same identity: they go through this client,
   executed on its thread between polls.
 
-Why one module of this size: the member thread, its rebalance listener and the assignor
-adapter share one kafka-python consumer and the member's state (generation, owned
+The leader's assignment, which needs none of the member's state, is ``leader.py``'s. Why
+the rest is one module of this size: the member thread, its rebalance listener and the
+assignor adapter share one kafka-python consumer and the member's state (generation, owned
 partitions, pending revocations); split apart, each would reach into the others.
 """
 
@@ -43,17 +44,30 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, Consume
 from kafka.structs import MemberState, OffsetAndMetadata
 from kafka.structs import TopicPartition as KTopicPartition
 
-from baton.worker.assignment import assignor
 from baton.worker.assignment.fencing import Identity, commit_identity, membership_ended, refused_before_send
-from baton.worker.assignment.model import UNKNOWN_LAG, AssignorConfig, MemberReport
+from baton.worker.assignment.leader import FOLLOWUP_SECONDS, lags_from, leader_assignment
+from baton.worker.assignment.model import AssignorConfig
 from baton.worker.assignment.wire import RUNNING, BadUserData, Roles, Subscription, librdkafka_group_metadata
 from baton.worker.naming import TaskId, tasks_for
 
 log = logging.getLogger("baton.worker.membership")
 
+__all__ = [  # lags_from is leader.py's, importable from here as before
+    "TP",
+    "Assigned",
+    "Event",
+    "GroupSettings",
+    "Lost",
+    "Membership",
+    "Revoked",
+    "RolesChanged",
+    "StaleCommit",
+    "TaskAssignor",
+    "lags_from",
+]
+
 TP = tuple[str, int]
 REVOKE_WAIT_SECONDS = 60.0  # a revocation waits this long for the processing thread's commit
-FOLLOWUP_SECONDS = 3.0  # how long withheld actives may take to arrive before this member rebalances again
 FIRST_FOLLOWUP_SECONDS = 0.05  # the first time: the receiver rejoins at once (see assignment_received)
 ENDS_REFRESH_SECONDS = 2.0  # how stale the changelog ends behind the leader's lags may be
 
@@ -107,49 +121,6 @@ class GroupSettings:
     endpoint: str = ""  # where this member's HTTP server answers interactive queries
     zone: str = ""  # the member's failure domain (rack-aware standbys)
     pod_processes: int = 1  # the processes of this member's pod (processes/join.py), this one included
-
-
-def lags_from(
-    reports: Mapping[str, Subscription],
-    ends: Mapping[TP, int] | None,
-    state_partitions: Callable[[TaskId], list[TP]],
-    stateful: Collection[TaskId] = (),
-) -> dict[str, dict[TaskId, int]]:
-    """Member -> task -> changelog records behind, from offset sums and end offsets (pure).
-
-    A member with no state for a stateful task is as far behind as the changelogs are long
-    (Kafka Streams does the same): with short changelogs, as in a new app, everybody is
-    caught up and nothing waits for a warmup. Without end offsets (the query failed), any
-    reported state counts as caught up: moving a task to a member with some state beats
-    restoring it from scratch elsewhere, and members without state stay unknown.
-    """
-
-    def total(task: TaskId) -> int | None:
-        parts = state_partitions(task)
-        if ends is None or any(tp not in ends for tp in parts):
-            return None
-        return sum(ends[tp] for tp in parts)
-
-    out: dict[str, dict[TaskId, int]] = {}
-    for member, report in reports.items():
-        lags: dict[TaskId, int] = {}
-        for task, offset in report.offsets.items():
-            end = total(task)
-            if offset == RUNNING:
-                lags[task] = 0
-            elif offset < 0:
-                lags[task] = UNKNOWN_LAG
-            elif ends is None:
-                lags[task] = 0
-            else:
-                lags[task] = UNKNOWN_LAG if end is None else max(0, end - offset)
-        for task in stateful:
-            if task not in lags:
-                end = total(task)
-                if end is not None:
-                    lags[task] = end
-        out[member] = lags
-    return out
 
 
 class TaskAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
@@ -583,103 +554,10 @@ class Membership(threading.Thread):
         )
 
     def leader_assign(self, cluster: Any, members: list[Any]) -> dict[str, ConsumerProtocolAssignment]:
-        started = time.monotonic()
-        s = self.settings
-        reports: dict[str, Subscription] = {}
-        for member in members:
-            try:
-                reports[member.member_id] = Subscription.decode(member.metadata.user_data)
-            except (BadUserData, ValueError) as exc:
-                log.warning(
-                    "member sent user data this worker cannot read; treating it as stateless",
-                    extra={"member": member.member_id, "error": str(exc)},
-                )
-                reports[member.member_id] = Subscription(process=member.member_id, host=member.member_id)
-        partitions: dict[TaskId, list[TP]] = {}
-        unknown: list[str] = []
-        for topic, sub in sorted(s.topic_to_sub.items()):
-            known = cluster.partitions_for_topic(topic)
-            if not known:
-                unknown.append(topic)
-            for p in sorted(known or ()):
-                partitions.setdefault(TaskId(sub, p), []).append((topic, p))
-        if unknown:
-            log.warning(
-                "assigning without the partitions of some input topics; every member rejoins soon",
-                extra={"group": s.group_id, "topics": unknown, "rejoin_after_s": FOLLOWUP_SECONDS},
-            )
-        tasks = set(partitions)
-        stateful = {t for t in tasks if t.subtopology in s.stateful_subs}
-        wanted = sorted({tp for t in stateful for tp in s.state_partitions(t)})
-        cached = self._ends
-        ends = None if cached is None else {tp: cached[tp] for tp in wanted if tp in cached}
-        lags = lags_from(reports, ends, s.state_partitions, sorted(stateful))
-        member_reports = [
-            MemberReport(
-                member_id=mid,
-                process=r.process or mid,
-                host=r.host or r.process or mid,
-                lags=lags[mid],
-                previous_active=r.active,
-                previous_standby=r.standby,
-                zone=r.zone,
-            )
-            for mid, r in reports.items()
-        ]
-        decided = assignor.assign(member_reports, tasks, stateful, s.assignor)
-        # See assignment_received: a pod whose processes passed the join barrier together but
-        # did not all make this generation (the coordinator closed it on the first JoinGroup).
-        mates = sum(1 for r in reports.values() if r.host == s.host)
-        self._pod_mates_missing = not self._roles_received and mates < s.pod_processes
-        # cooperative staging: a task another member still runs is withheld from its new owner until released
-        running = {t: mid for mid, r in sorted(reports.items()) for t in r.active}
-        probe_after = s.probing_interval_ms if decided.probing else None
-        out: dict[str, ConsumerProtocolAssignment] = {}
-        endpoints: dict[str, frozenset[TaskId]] = {}
-        for mid, r in sorted(reports.items()):
-            if r.endpoint and mid in decided.members:
-                endpoints[r.endpoint] = endpoints.get(r.endpoint, frozenset()) | decided.members[mid].active
-        moving = sum(1 for mid, r in decided.members.items() for t in r.active if running.get(t, mid) != mid)
-        for mid in reports:
-            roles = decided.members.get(mid)
-            active = roles.active if roles else frozenset()
-            owned_now = [t for t in sorted(active) if running.get(t, mid) == mid]
-            by_topic: dict[str, list[int]] = {}
-            for task in owned_now:
-                for topic, p in partitions[task]:
-                    by_topic.setdefault(topic, []).append(p)
-            user = Roles(
-                active=active,
-                standby=roles.standby if roles else frozenset(),
-                warmup=roles.warmup if roles else frozenset(),
-                probe_after_ms=probe_after,
-                coverage=decided.coverage,
-                followup=moving > 0,
-                incomplete=bool(unknown),
-                endpoints=endpoints,
-            )
-            a_tp = ConsumerProtocolAssignment.TopicPartition
-            out[mid] = ConsumerProtocolAssignment(
-                version=0,
-                assigned_partitions=[
-                    a_tp(topic=t, partitions=sorted(p)) for t, p in sorted(by_topic.items())
-                ],
-                user_data=user.encode(),
-            )
-        log.info(
-            "assignment computed",
-            extra={
-                "group": s.group_id,
-                "members": len(reports),
-                "tasks": len(tasks),
-                "moving": moving,
-                "warmups": sum(len(r.warmup) for r in decided.members.values()),
-                "standbys": sum(len(r.standby) for r in decided.members.values()),
-                "caught_up_standbys": decided.coverage.caught_up,
-                "probing": decided.probing,
-                "end_offsets": "unknown" if ends is None else len(ends),
-                "seconds": round(time.monotonic() - started, 3),
-            },
+        """The group's assignment, on the leader (``leader.py``); remembers for the assignment
+        that follows whether processes of this member's pod are missing from it."""
+        out, self._pod_mates_missing = leader_assignment(
+            self.settings, cluster, members, self._ends, not self._roles_received
         )
         return out
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from baton.worker.config import ErrorHandler
 from baton.worker.runtime.metrics import Metrics
 from baton.worker.runtime.producer import OutputRecordRefused
-from baton.worker.runtime.task import Message
+from baton.worker.runtime.record import Message
 from baton.worker.topology.context import Headers, Send
 
 log = logging.getLogger("baton.worker")

@@ -29,9 +29,10 @@ A source whose one child is a plain ``AggregateProcessor`` over a caching store 
 or through the pass-through of a ``merge``) is fused
 (``fuse``): an input topic, or the repartition topic of a ``group_by`` (its records' origin,
 which the blue-green sink gate decides on, is read from their headers as on the general
-path). Sub-topologies with custom processors (punctuators need stream time), windowed and
-table aggregations and uncached stores keep the general path. ``TaskStore.put`` stays the
-reference for what a fold does to the store: ``tests/unit/test_fused_model.py`` runs
+path). A line of stateless steps into a sink or a (windowed) aggregation is
+``fused_chain.FusedChain``'s; sub-topologies with custom processors (punctuators need stream
+time), sessions, table aggregations and uncached stores keep the general path. ``TaskStore.put`` stays the
+reference for what a fold does to the store: ``tests/unit/worker/runtime/test_fused_model.py`` runs
 random inputs through both paths and compares every output and every store.
 """
 
@@ -48,7 +49,8 @@ from baton.worker.topology.context import ORIGIN_HEADER, RecordContext, decode_o
 from baton.worker.topology.serdes import fast_deserializer, round_trips
 
 if TYPE_CHECKING:
-    from baton.worker.runtime.task import DeadLetter, Message
+    from baton.worker.runtime.record import Message
+    from baton.worker.runtime.task import DeadLetter
     from baton.worker.topology.graph import SourceNode
 
 
@@ -90,7 +92,7 @@ class FusedAggregate:
         store_serde = aggregate.store.spec.key_serde
         self._key_is_raw = type(store_serde) is type(node.key_serde) and round_trips(store_serde)
 
-    def run(self, messages: Sequence[Message], start: int, stop: int) -> None:
+    def run(self, messages: Sequence[Message], start: int, stop: int) -> None:  # noqa: C901 - the per-record loop, inlined on purpose: each helper would be a call per record
         """Fold ``messages[start:stop]`` up to the end of the run or a record this loop hands back.
 
         ``stopped`` is the index it stopped at, also when the dead-letter handler raised (the
@@ -146,7 +148,8 @@ class FusedAggregate:
                     break  # the general path runs the serde itself: it takes the record or dead-letters it
                 if key is not None and value is not None:
                     try:
-                        key_bytes: bytes = raw_key if key_is_raw else key_serialize(key)  # type: ignore[assignment]
+                        # a replayed bytearray is no store key (unhashable): serialized like any key
+                        key_bytes = raw_key if key_is_raw and type(raw_key) is bytes else key_serialize(key)
                         current = overlay_get(key_bytes, MISSING)
                         if current is MISSING or current is DELETED:
                             current = store.get(key_bytes)

@@ -1,14 +1,28 @@
-"""A consumed record made by hand: what ``Task`` reads, without a consumer.
+"""What a task reads: the ``Message`` protocol, and ``Record``, a consumed record made by hand.
 
 The task reads records through the ``Message`` protocol (``confluent_kafka.Message``
 fits). Whoever runs a task on records that no consumer fetched (the compactor's replay,
-the test driver, a failed cache flush standing in for its input, unit tests) builds one
-of these, so there is one stand-in to keep in line with the protocol, not one per caller.
+the test driver, a failed cache flush standing in for its input, unit tests) builds a
+``Record``, so there is one stand-in to keep in line with the protocol, not one per caller,
+and it sits next to the protocol it follows.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
+
+
+class Message(Protocol):
+    """What the task reads from a consumed record (``confluent_kafka.Message`` fits)."""
+
+    def topic(self) -> str | None: ...
+    def partition(self) -> int | None: ...
+    def offset(self) -> int | None: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def timestamp(self) -> tuple[int, int]: ...
+    def headers(self) -> Any: ...
+    def error(self) -> Any: ...
 
 
 class Record:

@@ -10,35 +10,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from baton.worker.naming import TaskId, changelog_topic, internal_topic
-from baton.worker.runtime.fused import FusedAggregate, fuse
 from baton.worker.runtime.processors.base import ProcessorNode
 from baton.worker.runtime.processors.custom import CustomProcessor
 from baton.worker.runtime.producer import dead_letter_stage
 from baton.worker.runtime.punctuation import NO_TIME, Punctuations
-from baton.worker.runtime.record import Record
-from baton.worker.runtime.tree import build_tree
+from baton.worker.runtime.record import Message, Record
+from baton.worker.runtime.tree import FastPath, build_tree, fast_path
 from baton.worker.state.stores import KeyValueStore
 from baton.worker.state.task_store import CacheBudget, TaskStore
 from baton.worker.topology.context import ORIGIN_HEADER, RecordContext, Send, SinkGate, decode_origin
 from baton.worker.topology.graph import SourceNode, SubTopology
 from baton.worker.topology.serdes import fast_deserializer
-
-
-class Message(Protocol):
-    """What the task reads from a consumed record (``confluent_kafka.Message`` fits)."""
-
-    def topic(self) -> str | None: ...
-    def partition(self) -> int | None: ...
-    def offset(self) -> int | None: ...
-    def key(self) -> bytes | None: ...
-    def value(self) -> bytes | None: ...
-    def timestamp(self) -> tuple[int, int]: ...
-    def headers(self) -> Any: ...
-    def error(self) -> Any: ...
-
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +43,7 @@ class _Source:
         "value_serde",
     )
 
-    def __init__(self, root: ProcessorNode, node: SourceNode, *, fused: FusedAggregate | None) -> None:
+    def __init__(self, root: ProcessorNode, node: SourceNode, *, fused: FastPath | None) -> None:
         self.forward = root.forward  # bound to the source's children by build_tree
         self.key_serde, self.value_serde = node.key_serde, node.value_serde
         # the serdes' C functions where they have them: a Python call less per record each
@@ -66,7 +51,7 @@ class _Source:
         self.deserialize_value = fast_deserializer(node.value_serde)
         self.internal = node.internal
         self.timestamp = node.timestamp
-        self.fused = fused  # one loop for a source feeding an aggregation (runtime/fused.py)
+        self.fused = fused  # one loop for the whole tree, when it is a shape one knows (tree.fast_path)
 
     def deserialize_checked(self, raw_key: bytes | None, raw_value: bytes | None) -> tuple[Any, Any]:
         """Key and value by the serdes' own ``deserialize``, for a record the C functions refused.
@@ -104,7 +89,7 @@ class Task:
         on_latency: Callable[[float], None] | None = None,
     ) -> None:
         """``fuse_aggregations=False`` keeps every record on the general path: the reference
-        ``runtime/fused.py`` and ``TaskStore.forward_serialized`` are tested against."""
+        the fast paths (``tree.fast_path``) and ``TaskStore.forward_serialized`` are tested against."""
         self.id = task_id
         self.sub = sub
         self.partition = task_id.partition
@@ -155,7 +140,15 @@ class Task:
                 stream_time=lambda: self.stream_time,
             )
             fused = (
-                fuse(node, root, self.ctx, dead_letter, partition=self.partition, custom=sub.custom)
+                fast_path(
+                    node,
+                    root,
+                    self.ctx,
+                    dead_letter,
+                    partition=self.partition,
+                    custom=sub.custom,
+                    tables={t.store.name: stores[t.store.name] for t in sub.tables},
+                )
                 if fuse_aggregations
                 else None
             )
@@ -202,7 +195,9 @@ class Task:
 
         The per-record path of every application: written for CPython's speed (locals,
         chained stores, no helper calls), not for looks. A source that feeds an aggregation
-        runs the fused loop instead (``runtime/fused.py``), to the same effect.
+        runs the fused loop instead (``runtime/fused.py``), and so does a source whose tree is
+        a line of processors ending in a sink or an aggregation (``runtime/fused_chain.py``), to
+        the same effect.
         """
         stop = len(messages) if end is None else end
         first = messages[start]
@@ -216,7 +211,7 @@ class Task:
         return self._process_general(source, messages, start, stop)
 
     def _process_fused(
-        self, source: _Source, fused: FusedAggregate, messages: Sequence[Message], start: int, stop: int
+        self, source: _Source, fused: FastPath, messages: Sequence[Message], start: int, stop: int
     ) -> int:
         """The fused loop, and the general path for each record it hands back (one that does not deserialize)."""
         first = messages[start]

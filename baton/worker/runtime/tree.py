@@ -1,15 +1,21 @@
-"""One task's processors, made from its sub-topology's nodes.
+"""One task's processors, made from its sub-topology's nodes, and the fast path each source takes.
 
 Kept apart from the processors themselves: each family registers its node types in a
 ``FACTORIES`` table (``runtime/processors/``), and this module merges the tables, looks
 each node up, connects the tree, and knows how a table's changes reach consumers that want
 plain records (an aggregation read both by ``to_stream()`` and by a table operation).
+``fast_path`` then picks, per source, a loop that runs its records through the tree in one
+frame when the tree below it is a shape that loop knows exactly (``runtime/fused.py``,
+``runtime/fused_chain.py``); every other source keeps the general path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
+from baton.worker.runtime.fused import fuse
+from baton.worker.runtime.fused_chain import chain
 from baton.worker.runtime.processors import aggregate, base, custom, joins, stateless, table
 from baton.worker.runtime.processors.base import Build, Factory, ProcessorNode
 from baton.worker.runtime.processors.table import ToStreamProcessor, value_getter
@@ -18,6 +24,10 @@ from baton.worker.state.stores import KeyValueStore
 from baton.worker.state.task_store import TaskStore
 from baton.worker.topology.context import RecordContext, Send, SinkGate
 from baton.worker.topology.graph import AggregateNode, Node, SourceNode, takes_changes
+
+if TYPE_CHECKING:
+    from baton.worker.runtime.record import Message
+    from baton.worker.runtime.task import DeadLetter
 
 
 def _merged(*families: Mapping[type[Node], Factory]) -> dict[type[Node], Factory]:
@@ -98,3 +108,40 @@ def _values_of(child: ProcessorNode) -> ProcessorNode:
     adapter = ToStreamProcessor()
     adapter.connect([child])
     return adapter
+
+
+class FastPath(Protocol):
+    """A loop that runs a source's records through its tree in one frame (``FusedAggregate``, ``FusedChain``).
+
+    ``run`` takes ``messages[start:stop]`` up to the end of the run or a record the loop
+    hands back to the general path, and leaves the index it stopped at in ``stopped``
+    (``Task._process_fused`` reads both).
+    """
+
+    stopped: int
+
+    def run(self, messages: Sequence[Message], start: int, stop: int) -> None: ...
+
+
+def fast_path(
+    source: SourceNode,
+    root: ProcessorNode,
+    ctx: RecordContext,
+    dead_letter: DeadLetter,
+    *,
+    partition: int,
+    custom: bool,
+    tables: Mapping[str, KeyValueStore],
+) -> FastPath | None:
+    """The loop for ``source``'s records when the tree below it is a shape one knows exactly, else None.
+
+    A source feeding an aggregation directly takes ``FusedAggregate``; a line of stateless
+    steps into a sink or an aggregation, ``FusedChain``. A sub-topology with custom
+    processors keeps the general path (punctuators need the task's stream time).
+    ``tables``: the stores of the tables the task only looks up (tailed).
+    """
+    if custom:
+        return None
+    return fuse(source, root, ctx, dead_letter, partition=partition, custom=False) or chain(
+        source, root, ctx, dead_letter, partition=partition, tables=tables
+    )

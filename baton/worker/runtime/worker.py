@@ -60,10 +60,11 @@ from baton.worker.runtime.metrics import CopyLag, Metrics
 from baton.worker.runtime.producer import Output
 from baton.worker.runtime.purge import RepartitionPurge
 from baton.worker.runtime.queries import Answer, Placement, Queries, QueryError, StoreReader, advertised
+from baton.worker.runtime.record import Message
 from baton.worker.runtime.restore_progress import RestoreProgress
 from baton.worker.runtime.store_metrics import StoreMetrics
 from baton.worker.runtime.synchronize import synchronized
-from baton.worker.runtime.task import Message, Task, run_end
+from baton.worker.runtime.task import Task, run_end
 from baton.worker.runtime.task_manager import TaskManager
 from baton.worker.runtime.task_stores import TaskStores
 from baton.worker.state import snapshot, statedir
@@ -420,16 +421,23 @@ class Worker:
             if self.restorer.error is not None:
                 raise RuntimeError("restore failed") from self.restorer.error
             if time.monotonic() >= next_commit:
-                if self.guarantee.unsettled:
-                    self._settle()
-                # A periodic commit due while the one before still waits on the broker does not
-                # wait for it: the loop goes on processing and commits at its first turn after
-                # that one is done (commit.py, "Pipelined exactly-once commits").
-                if not self.guarantee.unsettled:
-                    self._commit(pipelined=True)
-                    next_commit = time.monotonic() + interval
+                next_commit = self._periodic_commit(next_commit, interval)
             if self.output.hold is None:  # in flight, the committer thread serves the reports
                 self.output.producer.poll(0)
+
+    def _periodic_commit(self, due: float, interval: float) -> float:
+        """The commit due at ``due``; returns when the next one is due.
+
+        A periodic commit due while the one before still waits on the broker does not wait
+        for it: the loop goes on processing and commits at its first turn after that one is
+        done (commit.py, "Pipelined exactly-once commits"), so ``due`` stays as it was.
+        """
+        if self.guarantee.unsettled:
+            self._settle()
+        if self.guarantee.unsettled:
+            return due
+        self._commit(pipelined=True)
+        return time.monotonic() + interval
 
     def _dispatch(
         self, messages: Sequence[Message], holding: bool

@@ -39,7 +39,13 @@ ROCKSDB_STATS = {
 
 
 class KeyValueStore(ABC):
-    """Bytes to bytes, plus the changelog offset the content reflects."""
+    """Bytes to bytes, plus the changelog offset the content reflects.
+
+    ``generation`` counts the writes and wipes: a reader that keeps what it read (the fused
+    loop's rows of a tailed table, ``runtime/fused_chain.py``) knows by it when to forget.
+    """
+
+    generation = 0
 
     @abstractmethod
     def get(self, key: bytes) -> bytes | None: ...
@@ -95,6 +101,7 @@ class MemoryStore(KeyValueStore):
                 self._data[key] = value
         if checkpoint is not None:
             self._checkpoint = checkpoint
+        self.generation += 1
 
     def checkpoint(self) -> int | None:
         return self._checkpoint
@@ -111,6 +118,7 @@ class MemoryStore(KeyValueStore):
     def wipe(self) -> None:
         self._data.clear()
         self._checkpoint = None
+        self.generation += 1
 
 
 class RocksDBStore(KeyValueStore):
@@ -153,6 +161,7 @@ class RocksDBStore(KeyValueStore):
         if checkpoint is not None:
             batch.put(_CHECKPOINT_KEY, _OFFSET.pack(checkpoint), self._meta)
         self._db.write(batch)
+        self.generation += 1
 
     def checkpoint(self) -> int | None:
         with self._lock:
@@ -201,3 +210,4 @@ class RocksDBStore(KeyValueStore):
             self._close()
             shutil.rmtree(self.path, ignore_errors=True)
             self._open()
+            self.generation += 1

@@ -140,6 +140,25 @@ def fast_deserializer(serde: Serde[T]) -> Callable[[bytes], T]:
     return serde.deserialize
 
 
+def fast_serializer(serde: Serde[T]) -> Callable[[T], bytes]:
+    """The C function behind a built-in serde's ``serialize``, without its Python frame.
+
+    The counterpart of ``fast_deserializer``: it returns what ``serialize`` returns for every
+    value it accepts and raises *something* otherwise (``str.encode`` refuses an int with
+    other words than ``value.encode()``); a caller on the per-record path then calls
+    ``serialize`` itself, which raises the serde's own error for the dead letter. Exact
+    types only: a subclass may have changed ``serialize``.
+    """
+    kind = type(serde)
+    if kind is StrSerde:
+        return str.encode  # type: ignore[return-value]
+    if kind is JsonSerde:
+        return orjson.dumps
+    if kind is LongSerde:
+        return LongSerde._fmt.pack
+    return serde.serialize
+
+
 def round_trips(serde: Serde[Any]) -> bool:
     """Whether ``serialize(deserialize(b)) == b`` for all bytes ``deserialize`` accepts.
 
@@ -150,8 +169,10 @@ def round_trips(serde: Serde[Any]) -> bool:
 
 
 def same_bytes(a: Serde[Any], b: Serde[Any]) -> bool:
-    """Whether two serdes serialize every value to the same bytes: built-in ones of one kind.
+    """Whether two serdes serialize every value to the same bytes: one serde, or built-in ones of one kind.
 
-    (A model serde's bytes depend on its model, and a user's serde on anything.)
+    (A model serde's bytes depend on its model, and a user's serde on anything; a serde is a
+    pair of pure functions, so one object agrees with itself: a windowed table's key serde
+    and the sink's after ``to_stream().to(...)``.)
     """
-    return type(a) is type(b) and type(a) in {BytesSerde, StrSerde, LongSerde, JsonSerde}
+    return a is b or (type(a) is type(b) and type(a) in {BytesSerde, StrSerde, LongSerde, JsonSerde})

@@ -66,7 +66,7 @@ app.kubernetes.io/component: operator
 
 {{/*
 The operator's rules in every namespace it watches. Keep in step with
-baton/operator/rbac.py namespaced_rules(): tests/unit/test_chart_rbac.py compares them.
+baton/operator/core/rbac.py namespaced_rules(): tests/unit/test_chart_rbac.py compares them.
 */}}
 {{- define "baton.namespacedRules" -}}
 - apiGroups: ["baton.dev"]
@@ -120,7 +120,7 @@ baton/operator/rbac.py namespaced_rules(): tests/unit/test_chart_rbac.py compare
 {{/*
 Cluster-scoped reads kopf makes even when it watches only some namespaces (it follows
 namespaces and CRDs), and with crds.manage the StreamApp CRD's upgrade (get and patch of that
-one CRD): baton/operator/rbac.py cluster_rules().
+one CRD): baton/operator/core/rbac.py cluster_rules().
 */}}
 {{- define "baton.discoveryRules" -}}
 - apiGroups: [""]
@@ -140,7 +140,7 @@ one CRD): baton/operator/rbac.py cluster_rules().
 {{/*
 Cluster-scoped, in either mode: the workers' ClusterRoleBinding of each StreamApp with
 spec.rack, to the node-reader ClusterRole, the one cluster role the operator may bind:
-baton/operator/rbac.py node_zone_rules().
+baton/operator/core/rbac.py node_zone_rules().
 */}}
 {{- define "baton.nodeZoneRules" -}}
 - apiGroups: ["rbac.authorization.k8s.io"]
@@ -162,7 +162,7 @@ baton/operator/rbac.py node_zone_rules().
 {{ include "baton.fullname" . }}-node-reader
 {{- end }}
 
-{{/* The leader-election Lease, in the release namespace: baton/operator/rbac.py leader_election_rules(). */}}
+{{/* The leader-election Lease, in the release namespace: baton/operator/core/rbac.py leader_election_rules(). */}}
 {{- define "baton.leaderElectionRules" -}}
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]

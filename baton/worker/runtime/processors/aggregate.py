@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from baton.worker.runtime.processors.base import Build, Factory, ProcessorNode
-from baton.worker.runtime.processors.stateless import SinkProcessor
+from baton.worker.runtime.processors.stateless import bytes_sink
 from baton.worker.runtime.processors.windowed import (
     SessionAggregateProcessor,
     SlidingWindowAggregateProcessor,
@@ -17,7 +17,7 @@ from baton.worker.runtime.processors.windowed import (
 )
 from baton.worker.state.task_store import MISSING, TaskStore
 from baton.worker.topology.graph import AggregateNode, Node
-from baton.worker.topology.serdes import Serde, same_bytes
+from baton.worker.topology.serdes import Serde
 from baton.worker.topology.windows import (
     SessionWindowedSerde,
     SessionWindows,
@@ -42,17 +42,8 @@ class AggregateProcessor(ProcessorNode):
     def connect(self, children: list[ProcessorNode]) -> None:
         super().connect(children)
         self.store.forward = self.forward  # the store forwards updates (at once, or at flush)
-        # ``.to(topic)`` right after the aggregation, with the store's serdes: the sink's bytes
-        # are the changelog's (a forward and two serializations less per flushed entry)
-        sink = children[0] if len(children) == 1 else None
-        spec = self.store.spec
-        if (
-            isinstance(sink, SinkProcessor)
-            and not sink.internal
-            and same_bytes(sink.key_serde, spec.key_serde)
-            and same_bytes(sink.value_serde, spec.value_serde)
-        ):
-            self.store.forward_serialized = sink.process_serialized
+        # ``.to(topic)`` right after the aggregation, with the store's serdes: the changelog's bytes
+        self.store.forward_serialized = bytes_sink(children, self.store.spec)
 
     def process(self, key: Any, value: Any) -> None:
         # As in Kafka Streams' grouped-stream aggregations: a null key has no group, and a

@@ -27,13 +27,14 @@ from baton.worker.topology.graph import GlobalJoinNode, JoinNode, Node, StreamJo
 class JoinProcessor(ProcessorNode):
     """Looks the record's key up in a table and forwards ``joiner(value, table_value)``."""
 
-    __slots__ = ("get", "joiner", "left")
+    __slots__ = ("get", "joiner", "left", "table")
 
     def __init__(self, node: JoinNode, lookup: Callable[[Any], Any]) -> None:
         super().__init__()
         self.get = lookup  # key -> the table's value, None if absent
         self.joiner = node.joiner
         self.left = node.left
+        self.table = node.table  # what the fused loop reads itself when it is a tailed table
 
     def process(self, key: Any, value: Any) -> None:
         other = None if key is None else self.get(key)

@@ -25,8 +25,9 @@ from baton.worker.topology.graph import (
     Node,
     PeekNode,
     SinkNode,
+    StoreSpec,
 )
-from baton.worker.topology.serdes import Serde
+from baton.worker.topology.serdes import Serde, same_bytes
 
 
 class FilterProcessor(ProcessorNode):
@@ -148,6 +149,27 @@ class SinkProcessor(ProcessorNode):
         ctx = self.ctx
         if self.gate is None or self.gate.allows(ctx.origin_topic, ctx.origin_partition, ctx.origin_offset):
             self.send(self.topic, key_bytes, value_bytes, None, ctx.timestamp, None)
+
+
+def bytes_sink(
+    children: list[ProcessorNode], spec: StoreSpec
+) -> Callable[[bytes, bytes | None], None] | None:
+    """What a store's flush may hand its changelog bytes to instead of forwarding its updates.
+
+    When an aggregation's one child is an external sink with the store's serdes
+    (``.to_stream().to(...)``), the sink would serialize each flushed key and value to the
+    bytes the changelog just got: it takes those (``TaskStore.forward_serialized``), a
+    forward and two serializations less per flushed entry.
+    """
+    sink = children[0] if len(children) == 1 else None
+    if (
+        isinstance(sink, SinkProcessor)
+        and not sink.internal
+        and same_bytes(sink.key_serde, spec.key_serde)
+        and same_bytes(sink.value_serde, spec.value_serde)
+    ):
+        return sink.process_serialized
+    return None
 
 
 def _sink(node: SinkNode, build: Build) -> ProcessorNode:

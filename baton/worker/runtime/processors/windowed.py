@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from baton.worker.runtime.processors.base import ProcessorNode, drop
+from baton.worker.runtime.processors.stateless import bytes_sink
 from baton.worker.runtime.punctuation import NO_TIME
 from baton.worker.runtime.window_index import WindowIndex
 from baton.worker.state.task_store import MISSING, TaskStore
@@ -34,6 +35,27 @@ def save_stream_time(store: TaskStore, stream_time: int) -> None:
 
 
 BUFFERED = struct.Struct(">qq")  # a buffered record's store key ends in (timestamp, offset)
+NEVER = 2**63 - 1  # no window is due: stream time never reaches it
+
+
+class WindowTimes(WindowIndex):
+    """A windowed aggregation's index, which also says when it next has anything to report.
+
+    Stream time moves with nearly every record, and ``_advance`` is a call that finds nothing
+    to close or expire almost every time. The fused loop (``runtime/fused_chain.py``) calls it
+    only once stream time reaches ``next_due``.
+    """
+
+    __slots__ = ()
+
+    def next_due(self) -> int:
+        """The earliest stream time at which ``pop_closed`` or ``pop_expired`` may return a window.
+
+        A lower bound: a merged-away session's entries stay in the heaps until they surface.
+        """
+        closing, expiring = self._closing, self._expiring
+        due = closing[0][0] if closing else NEVER
+        return min(due, expiring[0][0]) if expiring else due
 
 
 class _WindowedAggregate(ProcessorNode):
@@ -75,7 +97,7 @@ class _WindowedAggregate(ProcessorNode):
         self.final = node.final
         self.ctx = ctx
         self.on_late = on_late
-        self.index: WindowIndex | None = None
+        self.index: WindowTimes | None = None
         self.stream_time = self.saved_time = self.advanced = NO_TIME
         store.before_flush = self._save_time
         store.after_discard = self._forget
@@ -84,6 +106,8 @@ class _WindowedAggregate(ProcessorNode):
         super().connect(children)
         # under suppress nothing but a closed window's final value goes downstream
         self.store.forward = drop if self.final else self.forward
+        # ``.to_stream().to(topic)`` with the table's serdes: the sink takes the changelog's bytes
+        self.store.forward_serialized = None if self.final else bytes_sink(children, self.store.spec)
 
     def _forget(self) -> None:
         self.index = None
@@ -93,9 +117,9 @@ class _WindowedAggregate(ProcessorNode):
             save_stream_time(self.store, self.stream_time)
             self.saved_time = self.stream_time
 
-    def _load(self) -> WindowIndex:
+    def _load(self) -> WindowTimes:
         self.stream_time = self.saved_time = self.advanced = stored_stream_time(self.store)
-        index = WindowIndex()
+        index = WindowTimes()
         self._reset()
         for key_bytes, _ in self.store.persistent.items():
             if key_bytes != STREAM_TIME_KEY:
@@ -104,7 +128,7 @@ class _WindowedAggregate(ProcessorNode):
         self.index = index
         return index
 
-    def _observe(self) -> WindowIndex:
+    def _observe(self) -> WindowTimes:
         """The window index (loaded from the store at a task's first record), after stream
         time took in the current record's timestamp."""
         index = self.index if self.index is not None else self._load()
@@ -221,7 +245,7 @@ class SlidingWindowAggregateProcessor(_WindowedAggregate):
             key_bytes, window, self.windows.close_at(window.start), self.windows.expire_at(window.start)
         )
 
-    def _load(self) -> WindowIndex:
+    def _load(self) -> WindowTimes:
         index = super()._load()
         self.by_key, self.buffered = {}, WindowIndex()
         for record_key, _ in self.buffer.persistent.items():

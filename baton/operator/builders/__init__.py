@@ -1,5 +1,0 @@
-"""Pure functions from a StreamApp to the Kubernetes objects that run it (no I/O here)."""
-
-from baton.operator.builders.desired import desired_objects
-
-__all__ = ["desired_objects"]
