@@ -8,9 +8,11 @@ own topics and namespaces, named after the test, and they are deleted afterwards
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -39,6 +41,9 @@ from tests.support.event_time import expiring, retention_ms
 # The roots only: `kube`, `kubectl`, `namespace` and `operator` all depend on `kube_stack`, and
 # an item's fixturenames hold the whole closure.
 CLUSTER_FIXTURES = frozenset({"kube_stack", "node", "runtime_image", "compactor_image"})
+# A test of the Spark cluster that also writes StreamApps (the audit's status) is in the Spark
+# group, not the cluster's: two groups' tests would otherwise run two applications on the Spark
+# cluster at once. It takes `crd_lock`, as the two tests that change the CRD do.
 SPARK_CLUSTER_FIXTURES = frozenset({"spark"})
 
 
@@ -46,10 +51,22 @@ SPARK_CLUSTER_FIXTURES = frozenset({"spark"})
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
-        if CLUSTER_FIXTURES & fixtures:
-            item.add_marker(pytest.mark.xdist_group("cluster"))
-        elif SPARK_CLUSTER_FIXTURES & fixtures:
+        if SPARK_CLUSTER_FIXTURES & fixtures:
             item.add_marker(pytest.mark.xdist_group("spark-cluster"))
+        elif CLUSTER_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.xdist_group("cluster"))
+
+
+@pytest.fixture
+def crd_lock() -> Iterator[None]:
+    """Held by a test that changes the cluster-wide StreamApp CRD, and by one outside the cluster
+    group that needs it as the repository has it: across pytest-xdist's worker processes."""
+    with open(Path(tempfile.gettempdir()) / "baton-tests-crd.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _up(*components: str) -> None:

@@ -35,7 +35,7 @@ def _variant(version: str, drop: str | None = None, add: str | None = None) -> d
 
 
 def test_the_leader_upgrades_an_older_crd_and_leaves_a_newer_one(
-    kubectl: KubectlFn, operator: Callable[..., Any]
+    crd_lock: None, kubectl: KubectlFn, operator: Callable[..., Any]
 ) -> None:
     install_crds(kubectl)
     try:

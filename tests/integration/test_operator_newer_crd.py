@@ -43,7 +43,7 @@ def _stalled(kubectl: KubectlFn, namespace: str) -> dict[str, Any] | None:
 
 
 def test_a_field_from_a_newer_crd_is_reported_not_retried(
-    operator: Callable[..., OperatorProcess], kubectl: KubectlFn, namespace: str
+    crd_lock: None, operator: Callable[..., OperatorProcess], kubectl: KubectlFn, namespace: str
 ) -> None:
     op = operator("--no-kafka", "--standalone")
     apply(kubectl, example_manifest(namespace))

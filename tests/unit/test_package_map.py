@@ -288,3 +288,22 @@ def test_the_public_api_is_the_topology_dsl() -> None:
     assert {"Topology", "JSON", "STR", "Json", "tumbling"} <= set(baton.__all__)
     imported = _imports()["baton"]
     assert all(_under(n, "baton.worker.topology") for n in imported if n.startswith("baton.")), imported
+
+
+LONG_MODULE = 600
+
+
+def test_a_module_over_600_lines_says_at_its_top_why_it_stays_whole() -> None:
+    """Issue 48's rule: a long module is either split along a seam or says why it has none, in
+    its docstring, with the words "one module of this size" (grep finds every such reason)."""
+    long = {
+        _module(path): path
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if len(path.read_text().splitlines()) > LONG_MODULE
+    }
+    broken = [
+        f"{module} ({len(path.read_text().splitlines())} lines)"
+        for module, path in long.items()
+        if "one module of this size" not in (ast.get_docstring(ast.parse(path.read_text())) or "")
+    ]
+    assert not broken, "over 600 lines without a reason at the top: " + ", ".join(broken)
