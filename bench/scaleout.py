@@ -61,7 +61,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))
 from batondev.paths import CLICK_COUNTER
 from batondev.standbys import describe, labelled_metric, load_clicks, roles
 
-SESSION_MS = 6000
+# nobody is killed here: a long session keeps a heartbeat that a loaded machine delays from
+# dropping a member, whose tasks would then restore from scratch (seen in CI at 6 s)
+SESSION_MS = 30000
 PROBING_MS = 5000
 AT_ONCE = sys.maxsize  # every member counts as caught up: no warmups
 MARGIN_S = 5.0
@@ -178,6 +180,7 @@ def run_setting(
             "baseline_max_gap_s": round(max(baseline.values()), 3),
             "pause_by_partition_s": {str(p): round(v, 3) for p, v in sorted(during.items())},
             "restored_records": newcomer.restored(),
+            "group_sizes_after_join": _group_sizes(workers, joined),
             "task_starts": labelled_metric(newcomer, "baton_task_starts_total"),
         }
         print(
@@ -211,6 +214,17 @@ def _warmups_before_first_active(worker: WorkerProcess) -> int:
             warmup = line.get("warmup")
             seen |= {str(t) for t in warmup} if isinstance(warmup, list) else set()
     return len(seen)
+
+
+def _group_sizes(workers: list[WorkerProcess], since: float) -> list[int]:
+    """Members in each assignment a leader computed after ``since``: a size below four means a
+    member dropped out, and its tasks restored wherever they went."""
+    sizes: list[tuple[float, int]] = []
+    for w in workers:
+        for line in w.logs():
+            if line.get("msg") == "assignment computed" and _wall(str(line["ts"])) >= since:
+                sizes.append((_wall(str(line["ts"])), int(str(line["members"]))))
+    return [n for _, n in sorted(sizes)]
 
 
 def _starts(worker: WorkerProcess) -> dict[int, str]:

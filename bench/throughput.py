@@ -1,9 +1,17 @@
 """Throughput of the click counter: 1,000,000 events, one worker process, both guarantees,
-against the plain-Python ceiling measured in the same run.
+against the plain-Python ceilings measured in the same run; or of two other topologies
+against Kafka Streams.
 
     python bench/throughput.py --bootstrap 127.0.0.1:9092 [--events 1000000] [--json bench/throughput.json]
     python bench/throughput.py --processes 1,2     # also one pod of two worker processes (--processes 2)
     python bench/throughput.py --processes 1,2 --repeat 3   # three rounds; each row is the median
+    python bench/throughput.py --topology windowed --events 1000000 --repeat 3   # against Kafka Streams
+    python bench/throughput.py --topology join --events 1000000 --repeat 3
+
+``--topology windowed`` (filter, re-key through a repartition topic, 1-minute tumbling windows
+with a 10 s grace) and ``--topology join`` (a stream-table join) run Baton and Kafka Streams
+4.3.1 on the same input in the same invocation, both guarantees, each output checked exact:
+``bench/topologies/compare.py`` says how. What follows is the click counter's.
 
 The clock runs from the first processed record to the last (scraped from the worker's
 ``baton_records_consumed_total`` every quarter second), so process start, group join and
@@ -17,7 +25,15 @@ produces the count (no store, no changelog, no transaction), on the same broker,
 topic, in this same invocation, its consumer fetching as Baton's does. Baton's rows say
 what fraction of it they reach: the price of state that survives the pod, restores,
 standbys and exactly-once. A second row runs the same loop on librdkafka's fetch defaults,
-whose 1 s backoff caps what a consumer reads (~120,000 small records/s here).
+whose 1 s backoff caps what a consumer reads (~120,000 small records/s here). A third, **the
+1 s loop**, counts as the first but produces each changed user's latest count once a second
+(and once after the last click) instead of a count per click: the output Baton's write cache
+gives, without the cache's cost. Baton's rows say what fraction of it they reach too
+(``of 1 s loop``).
+
+``--alos-commit-ms`` sets the at-least-once commit interval (default: 30 s); a run ends only
+once its group has committed every input offset, so a short run waits for that commit (the
+tests use one second).
 
 The ``cores`` column is how many cores were busy while the records were processed (all
 of the machine's), ``broker`` how many of them the local stack's broker used: on a
@@ -58,18 +74,27 @@ from baton.testing import WorkerProcess, latest_by_key, read_all, wait_for
 from baton.worker.runtime.clients import FETCH_DEFAULTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.topologies, bench.peers
 
 from batondev import kafka, procs
 from batondev.standbys import load_user_clicks
+
+from bench.topologies import compare
+from bench.topologies.measure import POLL_S
+from bench.topologies.measure import cores as _cores
+from bench.topologies.measure import cpu_sample as _cpu_sample
 
 PARTITIONS = 8
 CEILING = "plain loop (ceiling)"
 # the same loop with librdkafka's own fetch settings: what a consumer reads when it keeps the
 # 1 s fetch backoff that Baton's consumer shortens (baton/worker/runtime/clients.py)
 LIBRDKAFKA_FETCH = "plain loop, librdkafka fetch"
-CEILINGS = {CEILING: FETCH_DEFAULTS, LIBRDKAFKA_FETCH: {}}
+# the loop that produces each changed key's latest count once a second, not a record per click:
+# the output of Baton's write cache
+FLUSHED = "plain loop, 1 s flush"
+FLUSH_S = 1.0
+CEILINGS = {CEILING: FETCH_DEFAULTS, LIBRDKAFKA_FETCH: {}, FLUSHED: FETCH_DEFAULTS}
 SPAWN_S = 5.0  # time for a spawned plain loop's start-up (imports, clients), before the loops start
-POLL_S = 0.25  # how often the worker's consumed-records counter is scraped
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "click_counter.py")
 
 
@@ -82,6 +107,7 @@ def run_one(
     *,
     processes: int = 1,
     round_: int = 1,
+    alos_commit_ms: int | None = None,
 ) -> dict[str, float | str]:
     sink = f"{source}-counts-{guarantee}-{processes}-r{round_}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -96,6 +122,11 @@ def run_one(
         guarantee=guarantee,
         env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
         processes=processes,
+        extra_args=(
+            ["--commit-interval-ms", str(alos_commit_ms)]
+            if alos_commit_ms and guarantee == "at_least_once"
+            else []
+        ),
     )
     started = time.monotonic()
     worker.start()
@@ -151,35 +182,6 @@ def run_one(
     }
 
 
-def _cpu_sample(when: str, broker: int | None, app: float) -> dict[str, float]:
-    """CPU seconds used so far by the local stack's broker, the whole machine and the app's processes."""
-    if broker is None:  # a broker that is not the local stack's: nothing to read
-        return {}
-    return {
-        f"broker_{when}": procs.cpu_seconds(broker),
-        f"busy_{when}": procs.busy_seconds(),
-        f"app_{when}": app,
-    }
-
-
-def _cores(cpu: dict[str, float], seconds: float, events: int) -> dict[str, float]:
-    """Cores in use over the measured span (the machine's, the broker's, the app's) and the app's CPU per record.
-
-    A row's records/s is ``app_cores`` ÷ ``app_us_per_record``, so a second process's
-    ratio splits into the cores the app got and what a record cost it: whether a shortfall
-    is the machine's (cores the broker and the rest took) or the app's (a record cost more).
-    """
-    if "broker_last" not in cpu or "broker_first" not in cpu:
-        return {}
-    app = cpu["app_last"] - cpu["app_first"]
-    return {
-        "busy_cores": round((cpu["busy_last"] - cpu["busy_first"]) / seconds, 2),
-        "broker_cores": round((cpu["broker_last"] - cpu["broker_first"]) / seconds, 2),
-        "app_cores": round(app / seconds, 2),
-        "app_us_per_record": round(app / events * 1e6, 2),
-    }
-
-
 def _all_committed(bootstrap: str, group: str, topic: str) -> bool:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     request = [ConsumerGroupTopicPartitions(group)]
@@ -200,13 +202,16 @@ def run_ceiling(
 
     The ceiling's consumer fetches as Baton's does (``FETCH_DEFAULTS``); ``LIBRDKAFKA_FETCH``
     is the same loop on librdkafka's defaults, which cap what any consumer reads here.
+    ``FLUSHED`` produces each changed key's latest count once a second instead of a count per
+    click (and once more after the last click): the output of Baton's write cache.
     With ``processes`` > 1 the loop runs in that many processes, each reading its share of
     the partitions (a user's clicks are in one partition, so each counts its users whole):
     what this machine gives that many independent Python processes with no framework at
     all, the measure for Baton's ``--processes N`` rows.
     """
     suffix = f"-{processes}p" if processes > 1 else ""
-    sink = f"{source}-counts-ceiling-{'baton' if name == CEILING else 'librdkafka'}{suffix}-r{round_}"
+    kind = {CEILING: "baton", LIBRDKAFKA_FETCH: "librdkafka", FLUSHED: "flushed"}[name]
+    sink = f"{source}-counts-ceiling-{kind}{suffix}-r{round_}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(sink, PARTITIONS, 1)])[sink].result(30)
     broker = procs.running_pid(kafka.NAME)
@@ -285,8 +290,10 @@ def _plain_loop(share: _Share) -> dict[str, float]:
     consumer.assign([TopicPartition(source, p, OFFSET_BEGINNING) for p in share.partitions])
     time.sleep(max(0.0, share.start_at - time.monotonic()))
     counts: dict[str, int] = {}
+    dirty: dict[bytes | None, int] = {}  # the flushed loop's keys changed since its last flush
+    flushed = share.name == FLUSHED
     done = 0
-    first = last = 0.0
+    first = last = next_flush = 0.0
     cpu: dict[str, float] = {}
     loads, dumps, produce_one = orjson.loads, orjson.dumps, producer.produce
     try:
@@ -294,21 +301,30 @@ def _plain_loop(share: _Share) -> dict[str, float]:
             batch = consumer.consume(1000, 0.5)
             if batch and not first:
                 first = time.monotonic()
+                next_flush = first + FLUSH_S
                 cpu = _cpu_sample("first", broker, procs.cpu_seconds(os.getpid()))
-            for msg in batch:
+            for msg in batch:  # count, and produce every count (the flushed loop: note the key's)
                 value = msg.value()
                 if msg.error() is not None or value is None:
                     continue
                 user = loads(value)["user_id"]
                 n = counts.get(user, 0) + 1
                 counts[user] = n
-                while True:
+                done += 1
+                if flushed:
+                    dirty[msg.key()] = n
+                    continue
+                while True:  # inline, not _produce: the ceiling's per-record path has no extra call
                     try:
                         produce_one(sink, dumps(n), msg.key())
                         break
                     except BufferError:  # the local queue is full: let deliveries drain it
                         producer.poll(0.05)
-                done += 1
+            if flushed and (done >= events or time.monotonic() >= next_flush):
+                for key, n in dirty.items():  # each changed key's latest count, once a second
+                    _produce(producer, sink, dumps(n), key)
+                dirty.clear()
+                next_flush += FLUSH_S
             producer.poll(0)
         producer.flush(60)
         last = time.monotonic()
@@ -318,19 +334,52 @@ def _plain_loop(share: _Share) -> dict[str, float]:
     return {"done": done, "first": first, "last": last, **cpu}
 
 
+def _produce(producer: Producer, topic: str, value: bytes, key: bytes | None) -> None:
+    while True:
+        try:
+            producer.produce(topic, value, key)
+            return
+        except BufferError:  # the local queue is full: let deliveries drain it
+            producer.poll(0.05)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
     parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument(
+        "--topology",
+        choices=("clicks", "windowed", "join"),
+        default="clicks",
+        help="clicks: the click counter against the plain loops; windowed, join: against Kafka Streams",
+    )
     parser.add_argument("--users", type=int, default=10_000)
-    parser.add_argument("--json", type=Path, default=Path("bench/throughput.json"))
+    parser.add_argument("--pages", type=int, default=1_200, help="windowed and join: pages clicked")
+    parser.add_argument(
+        "--json", type=Path, help="default: bench/throughput.json, bench/throughput-<topology>.json"
+    )
     parser.add_argument(
         "--processes",
         default="1",
-        help="comma-separated worker process counts to run (baton run --processes N), e.g. 1,2",
+        help="the click counter: comma-separated worker process counts to run (baton run --processes N), e.g. 1,2",
+    )
+    parser.add_argument("--guarantees", default="at_least_once,exactly_once_v2")
+    parser.add_argument("--systems", default="baton,kstreams", help="windowed and join: baton, kstreams")
+    parser.add_argument(
+        "--alos-commit-ms",
+        type=int,
+        help="the at-least-once commit interval (every system's); default: their own, 30 s",
     )
     parser.add_argument("--repeat", type=int, default=1, help="rounds of every run; each row is the median")
     args = parser.parse_args()
+    if args.json is None:
+        suffix = "" if args.topology == "clicks" else f"-{args.topology}"
+        args.json = Path(__file__).resolve().parent / f"throughput{suffix}.json"
+    if args.topology != "clicks":
+        if args.processes != "1":
+            sys.exit("--processes is the click counter's; windowed and join run one process a system")
+        compare.main(args)
+        return
     process_counts = [int(n) for n in args.processes.split(",")]
     source = f"bench-clicks-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
@@ -338,9 +387,9 @@ def main() -> None:
     t0 = time.monotonic()
     expected = load_user_clicks(args.bootstrap, source, args.events, args.users)
     print(f"produced {args.events:,} events in {time.monotonic() - t0:.1f}s")
-    runs: list[tuple[str, int]] = [(CEILING, 1), (LIBRDKAFKA_FETCH, 1)]
+    runs: list[tuple[str, int]] = [(CEILING, 1), (LIBRDKAFKA_FETCH, 1), (FLUSHED, 1)]
     runs += [(CEILING, n) for n in process_counts if n > 1]
-    runs += [(g, n) for g in ("at_least_once", "exactly_once_v2") for n in process_counts]
+    runs += [(g, n) for g in args.guarantees.split(",") for n in process_counts]
     results: list[dict[str, float | str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(1, args.repeat + 1):
@@ -359,6 +408,7 @@ def main() -> None:
                         Path(tmp),
                         processes=processes,
                         round_=round_,
+                        alos_commit_ms=args.alos_commit_ms,
                     )
                 r["round"] = round_
                 results.append(r)
@@ -369,13 +419,13 @@ def main() -> None:
     rows = summarize(results, runs)
     print(
         f"{'run':<30}{'procs':>6}{'events':>10}{'seconds':>10}{'records/s':>12}{'of ceiling':>12}"
-        f"{'of 1 proc':>11}{'end-to-end s':>14}{'in commit':>11}{'cores':>7}{'broker':>8}{'app':>6}"
+        f"{'of 1 s loop':>12}{'of 1 proc':>11}{'end-to-end s':>14}{'in commit':>11}{'cores':>7}{'broker':>8}{'app':>6}"
         f"{'app µs/rec':>12}{'exact':>8}" + (f"  {'runs (range)':<20}" if args.repeat > 1 else "")
     )
     for r in rows:
         print(
             f"{r['guarantee']:<30}{r['processes']:>6}{r['events']:>10,}{r['seconds']:>10}"
-            f"{r['records_per_second']:>12,}{r['of_ceiling']:>12}{r['of_one_process']:>11}"
+            f"{r['records_per_second']:>12,}{r['of_ceiling']:>12}{r['of_flushed']:>12}{r['of_one_process']:>11}"
             f"{r['end_to_end_seconds']:>14}{r['in_commit']:>11.1%}{r.get('busy_cores', '-'):>7}"
             f"{r.get('broker_cores', '-'):>8}{r.get('app_cores', '-'):>6}{r.get('app_us_per_record', '-'):>12}"
             f"{'yes' if r['exact'] else 'NO':>8}"
@@ -385,8 +435,17 @@ def main() -> None:
                 else ""
             )
         )
+    for r in rows:
+        if r["guarantee"] not in CEILINGS and r["processes"] == 1:
+            print(f"{r['guarantee']}: {r['of_flushed']}x the plain loop that flushes once a second")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    report = {"cpus": os.cpu_count(), "repeat": args.repeat, "results": rows}
+    report = {
+        "topology": "clicks",
+        "cpus": os.cpu_count(),
+        "repeat": args.repeat,
+        "at_least_once_commit_ms": args.alos_commit_ms,
+        "results": rows,
+    }
     if args.repeat > 1:
         report["runs"] = results
     args.json.write_text(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
@@ -419,9 +478,13 @@ def summarize(
     ceiling = next(
         float(r["records_per_second"]) for r in rows if r["guarantee"] == CEILING and r["processes"] == 1
     )
+    flushed = next(
+        float(r["records_per_second"]) for r in rows if r["guarantee"] == FLUSHED and r["processes"] == 1
+    )
     single = {str(r["guarantee"]): float(r["records_per_second"]) for r in rows if r["processes"] == 1}
     for r in rows:
         r["of_ceiling"] = round(float(r["records_per_second"]) / ceiling, 2)
+        r["of_flushed"] = round(float(r["records_per_second"]) / flushed, 2)
         r["of_one_process"] = round(float(r["records_per_second"]) / single[str(r["guarantee"])], 2)
     return rows
 

@@ -147,3 +147,21 @@ class ControlWriter:
 
     def close(self) -> None:
         self._producer.flush(10)
+
+
+def write_once(
+    bootstrap: str, topic: str, record: tuple[bytes, bytes], extra: dict[str, str] | None = None
+) -> None:
+    """One record outside any flip (the operator's drain marks): idempotent, not transactional,
+    so it never fences the flip coordinator's transactional producer. Raises unless delivered."""
+    key, value = record
+    errors: list[object] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, **(extra or {})})
+    producer.produce(
+        topic, value=value, key=key, partition=0, on_delivery=lambda err, _msg: errors.append(err)
+    )
+    left = producer.flush(10)
+    if left or not errors or errors[0] is not None:
+        raise RuntimeError(
+            f"control record {key!r} not delivered to {topic}: {errors[0] if errors else 'timed out'}"
+        )

@@ -28,6 +28,7 @@ from .messages import (
     Color,
     Commit,
     Drained,
+    Draining,
     Message,
     Prepare,
     Report,
@@ -51,9 +52,14 @@ class Gate:
         self.decided: dict[int, Commit | Abort] = {}  # the first decision record of each epoch
         self.top_epoch = 0  # the highest epoch ever used (prepared, decided)
         self._prepare: Prepare | None = None
+        self.draining: frozenset[str] = frozenset()  # this color's Pods about to go (scale-in)
 
     # -- folding control records -------------------------------------------------------
     def apply(self, msg: Message) -> None:
+        if isinstance(msg, Draining):
+            if msg.color == self.color:
+                self.draining = msg.pods
+            return
         if isinstance(msg, ActiveState):
             # written with its Commit; a state of an epoch whose first decision was an abort
             # is not in force

@@ -184,7 +184,27 @@ class Drained:
         return orjson.dumps({"type": "drained", "epoch": self.epoch, "tp": tp_str(self.tp)})
 
 
-Message = ActiveState | Prepare | Report | Commit | Abort | Drained
+@dataclass(frozen=True)
+class Draining:
+    """Operator → one color's workers: the Pods (``host``) about to go in a scale-in.
+
+    A worker whose Pod is named reports ``draining`` when it joins the group, and the
+    assignor gives it no active task, so its tasks move to members that hold them (standbys,
+    or warmups first) while it keeps running; the operator removes the Pods once they own
+    none. One record per color under one key: the latest is the whole set (empty: none).
+    """
+
+    color: Color
+    pods: frozenset[str] = frozenset()
+
+    def key(self) -> bytes:
+        return f"draining/{self.color}".encode()
+
+    def encode(self) -> bytes:
+        return orjson.dumps({"type": "draining", "color": self.color, "pods": sorted(self.pods)})
+
+
+Message = ActiveState | Prepare | Report | Commit | Abort | Drained | Draining
 
 
 class BadControlRecord(ValueError):
@@ -233,6 +253,10 @@ def decode(value: bytes) -> Message:
             return Abort(raw["epoch"], raw["reason"])
         if kind == "drained":
             return Drained(raw["epoch"], tp_parse(raw["tp"]))
+        if kind == "draining":
+            if raw["color"] not in COLORS or not isinstance(raw["pods"], list):
+                raise ValueError(f"a draining record needs a color and a list of pods: {raw!r}")
+            return Draining(raw["color"], frozenset(str(p) for p in raw["pods"]))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AssertionError) as exc:
         raise BadControlRecord(f"unreadable control record: {exc}") from exc
     raise BadControlRecord(f"unknown control record type {kind!r}")

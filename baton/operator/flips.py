@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from baton.control.channel import ControlReader
+from baton.control.channel import ControlReader, write_once
 from baton.control.coordinator import FlipResult, fold
 from baton.control.coordinator import flip as run_flip
-from baton.control.messages import Color, Message, tp_str
+from baton.control.messages import Color, Draining, Message, tp_str
 from baton.operator.core.deploy import FlipOutcome
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,14 @@ class ControlState:
 def client_extra(admin_config: dict[str, Any]) -> dict[str, str]:
     """Security settings for the coordinator's clients, from the AdminClient's config."""
     return {k: str(v) for k, v in admin_config.items() if k not in _ADMIN_ONLY}
+
+
+def write_draining(
+    bootstrap: str, topic: str, extra: dict[str, str], color: Color, pods: frozenset[str]
+) -> None:
+    """The color's Pods that go in a scale-in (empty: none), for its workers (see ``Draining``)."""
+    record = Draining(color, pods)
+    write_once(bootstrap, topic, (record.key(), record.encode()), extra)
 
 
 def read_state(bootstrap: str, topic: str, extra: dict[str, str], timeout_s: float = 10.0) -> ControlState:

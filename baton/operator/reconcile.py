@@ -24,12 +24,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from baton import __version__
-from baton.control.messages import Color
-from baton.operator import coverage, flips, topics
+from baton.control.messages import Color, other
+from baton.operator import coverage, flips, pod_metrics, topics
 from baton.operator.claims import expansion, undersized
 from baton.operator.core import autoscaling, deploy, drift, rolling
 from baton.operator.core.builders import desired_objects, kafka_access
-from baton.operator.core.builders.common import selector_string
+from baton.operator.core.builders.common import color_name, selector_string
 from baton.operator.core.builders.desired import ColorRun, color_runs
 from baton.operator.core.builders.rack import DEFAULT_NODE_READER_ROLE, binding_selector
 from baton.operator.core.builders.statefulset import spec_hash
@@ -131,6 +131,8 @@ class KafkaView:
     offsets: dict[str, dict[tuple[str, int], tuple[int, int]]] = field(default_factory=dict)
     members: dict[str, int] = field(default_factory=dict)
     read_at: float = 0.0
+    # ... and the members' roles from the last assignment (warmups, actives per Pod)
+    roles: dict[str, coverage.GroupRoles] = field(default_factory=dict)
 
 
 def _application_ids(app: StreamApp, status: dict[str, Any]) -> list[str]:
@@ -158,6 +160,7 @@ def _observe_kafka(
     members: dict[str, int] = {}
     read_at = time.time()
     standbys: dict[str, dict[str, int]] = {}
+    roles: dict[str, coverage.GroupRoles] = {}
     control = None
     extra = flips.client_extra(config)
     try:
@@ -179,7 +182,7 @@ def _observe_kafka(
                 count = topics.group_members(admin, app_id)
                 if count is not None:
                     members[app_id] = count
-        standbys = _coverage(config, app_ids)
+        standbys, roles = _coverage(config, app_ids)
         if app.spec.upgrade.strategy == "BlueGreen":
             key = f"{app.namespace}/{app.name}"
             control = state.control_state(key, app.spec.kafka.bootstrap_servers, app.control_topic, extra)
@@ -187,17 +190,28 @@ def _observe_kafka(
         result["message"] = f"Kafka: {exc}"
     except Exception as exc:
         result["message"] = f"Kafka: {exc}"
-    return KafkaView(result, lag, standbys, control, extra, offsets, members, read_at)
+    return KafkaView(result, lag, standbys, control, extra, offsets, members, read_at, roles)
 
 
-def _coverage(config: dict[str, Any], app_ids: list[str]) -> dict[str, dict[str, int]]:
-    """The groups' standby coverage for the status; what cannot be read is left out (never raises)."""
+def _coverage(
+    config: dict[str, Any], app_ids: list[str]
+) -> tuple[dict[str, dict[str, int]], dict[str, coverage.GroupRoles]]:
+    """The groups' standby coverage for the status and their members' roles for the
+    autoscaler, from one DescribeGroups; what cannot be read is left out (never raises)."""
     try:
-        found = coverage.read_coverages(config, app_ids)
+        described = coverage.describe(config, app_ids)
     except Exception as exc:  # kafka-python's errors, a broker going away: the status just omits it
         log.info("standby coverage not read", extra={"groups": app_ids, "error": str(exc)})
-        return {}
-    return {app_id: coverage.as_status(c) for app_id, c in found.items()}
+        return {}, {}
+    standbys, roles = {}, {}
+    for app_id, description in described.items():
+        found = coverage.coverage_from(description)
+        if found is not None:
+            standbys[app_id] = coverage.as_status(found)
+        members_roles = coverage.roles_from(description)
+        if members_roles is not None:
+            roles[app_id] = members_roles
+    return standbys, roles
 
 
 def _flag(body: dict[str, Any], key: str) -> bool:
@@ -338,10 +352,12 @@ def _pass(  # noqa: PLR0917 (one pass: every input of the machine)
             rollback=_flag(body, ANNOTATION_ROLLBACK),
             flip_running=state.flip_running(f"{namespace}/{name}"),
             flip=flip[0] if flip is not None else None,
+            **_scale_holds(app, scaled_before, sts, previous.get("activeColor") or app.colors[0]),
         )
         plan = deploy.plan(inputs)
         if app.spec.autoscaling is not None and view is not None:
             scaled = _autoscale(state, app, plan, sts, view, scaled_before, runs)
+            _mark_drains(state, app, view, scaled)
         runs_now = _with_replicas(
             color_runs(app, plan.record), scaled.replicas if scaled is not None else replicas_before
         )
@@ -441,9 +457,11 @@ def _autoscale(  # noqa: PLR0917 (one pass of the autoscaler: what the deploy pa
 
     The sample comes from this pass's offsets of the active color's group and the previous
     pass's (kept in the operator's memory): input rate from the end offsets, processed rate
-    from the committed ones, lag per partition. No busy fraction: the decision works from the
-    processed rate. Without commits, or without an earlier reading, there is no sample and
-    the decision holds (``heldBy: metrics``)."""
+    from the committed ones, lag per partition. When every Ready Pod of the active color
+    answered this pass's scrape of its /metrics and the last one, the Pods' own busy fraction,
+    processed rate and p99 replace the offsets' even split (``_pod_samples``); else the
+    decision works from the processed rate alone. Without commits, or without an earlier
+    reading, there is no sample and the decision holds (``heldBy: metrics``)."""
     assert app.spec.autoscaling is not None
     policy = autoscaling.AutoscalingPolicy.from_spec(
         app.spec.autoscaling.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -457,17 +475,20 @@ def _autoscale(  # noqa: PLR0917 (one pass of the autoscaler: what the deploy pa
     previous = state.swap_reading(f"{app.namespace}/{app.name}", reading)
     current = runs[active].app.spec.replicas
     sample = autoscaling.sample_from_offsets(previous, reading, current) if reading is not None else None
+    sample = autoscaling.with_pods(sample, _pod_samples(state, app, active))
     sts_status = (sts.get(active) or {}).get("status") or {}
     members = view.members.get(app_id) if fresh else None
+    roles = view.roles.get(app_id) if fresh else None  # None: unknown (a rebalance is on)
+    marked = _drain_pods(app, active, before.step if before is not None else None)
     observed = autoscaling.Observed(
         pods=int(sts_status.get("replicas") or 0),
         ready=int(sts_status.get("readyReplicas") or 0),
         members=members,
-        # the warmups' progress is not read yet: a step ends once the group has its members
-        warmups=0 if members is not None else None,
-        # no drain marking yet: a scale-in removes the Pods at once (their tasks go to the
-        # caught-up standbys first, as the assignor prefers them)
-        draining_actives=0,
+        # warmups still catching up, from the group's last assignment: a scale-out ends at none
+        warmups=roles.warmups if roles is not None else None,
+        # what the Pods marked to go still run; under Rolling the workers read no control
+        # topic, so nothing drains and a scale-in removes its Pods at once (docs/operations.md)
+        draining_actives=(roles.actives_on(marked) if roles is not None else None) if _drains(app) else 0,
         failing=_failing(state.kube, app, sts, runs).get(active, ""),
     )
     return autoscaling.autoscale(
@@ -487,6 +508,73 @@ def _autoscale(  # noqa: PLR0917 (one pass of the autoscaler: what the deploy pa
             deploy_target=plan.record.target,
         )
     )
+
+
+def _scale_holds(
+    app: StreamApp,
+    scaled: autoscaling.AutoscalingState | None,
+    sts: dict[Color, dict[str, Any] | None],
+    active: Color,
+) -> dict[str, str]:
+    """Why a deploy's flip, and why a rollback's, must wait for the autoscaler (deploy.Inputs)."""
+    if scaled is None or len(app.colors) < 2:
+        return {}
+    to = other(active)
+    pods = ((sts.get(to) or {}).get("status") or {}).get("replicas")
+    to_pods = int(pods) if pods is not None else None
+    return {
+        "scale_hold": autoscaling.flip_hold(scaled, to, to_pods) or "",
+        "scale_hold_rollback": autoscaling.flip_hold(scaled, to, to_pods, rollback=True) or "",
+    }
+
+
+def _drains(app: StreamApp) -> bool:
+    """Whether the app's workers follow a control topic, which carries the drain marks."""
+    return app.spec.upgrade.strategy == "BlueGreen"
+
+
+def _drain_pods(app: StreamApp, color: Color, step: autoscaling.Step | None) -> frozenset[str]:
+    """The Pods of ``color`` a scale step marks to go (names: the StatefulSet's ordinals)."""
+    if step is None or step.color != color:
+        return frozenset()
+    return frozenset(f"{color_name(app, color)}-{i}" for i in autoscaling.drain_ordinals(step))
+
+
+def _mark_drains(state: OperatorState, app: StreamApp, view: KafkaView, scaled: autoscaling.Pass) -> None:
+    """Tell each color's workers which of their Pods go (the control topic's Draining record),
+    when that changed: the marked ones report it at their next join and the leader moves their
+    actives away. A write that fails is retried next pass."""
+    if not _drains(app) or "message" in view.topics:
+        return
+    key = f"{app.namespace}/{app.name}"
+    step = scaled.state.step
+    for color in app.colors:
+        pods = _drain_pods(app, color, step)
+        if not state.drains_changed(key, color, pods):
+            continue
+        try:
+            flips.write_draining(app.spec.kafka.bootstrap_servers, app.control_topic, view.extra, color, pods)
+        except Exception as exc:  # the broker going away: the next pass writes it again
+            state.drains_unknown(key, color)
+            log.warning(
+                "drain marks not written",
+                extra={"app": key, "color": color, "pods": sorted(pods), "error": str(exc)},
+            )
+        else:
+            log.info("drain marks written", extra={"app": key, "color": color, "pods": sorted(pods)})
+
+
+def _pod_samples(
+    state: OperatorState, app: StreamApp, color: Color
+) -> tuple[autoscaling.PodSample, ...] | None:
+    """The color's Pods' own figures (busy fraction, processed rate, p99) between this pass's
+    scrape of their /metrics and the last one (``pod_metrics``); None unless every Ready Pod
+    answered both: then the offsets' even split stands (one silent Pod would otherwise make
+    the others look like all the capacity there is)."""
+    pods = state.kube.pods(app.namespace, selector_string(app, color))
+    readings, complete = pod_metrics.scrape(pods, app.spec.worker.metrics_port, time.time)
+    previous = state.swap_pod_readings(f"{app.namespace}/{app.name}", readings)
+    return autoscaling.pod_samples(previous, readings) if complete else None
 
 
 def _failing(

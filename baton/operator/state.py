@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from baton.operator.core.autoscaling import IDLE_REQUEUE_S, OffsetsReading
+from baton.operator.core.autoscaling import IDLE_REQUEUE_S, OffsetsReading, PodReading
 from baton.operator.core.builders.rack import DEFAULT_NODE_READER_ROLE
 from baton.operator.core.compaction.cronjob import DEFAULT_COMPACTOR_ROLE
 from baton.operator.core.compaction.cronjob import DEFAULT_IMAGE as DEFAULT_COMPACTOR_IMAGE
@@ -53,6 +53,11 @@ class OperatorState:
     # spec.autoscaling: each app's previous offsets reading (rates are differences between
     # two passes), and how often an autoscaled app is looked at (at most; its steps sooner)
     _readings: dict[str, OffsetsReading] = field(default_factory=dict, init=False)
+    # and each app's previous scrape of its active Pods' /metrics, by Pod name (pod_metrics.py)
+    _pod_readings: dict[str, dict[str, PodReading]] = field(default_factory=dict, init=False)
+    # and the Pods each color's control topic was last told to drain (a restarted operator
+    # knows none: it writes the set once again)
+    _drains: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict, init=False)
     autoscaling_interval: float = field(
         default_factory=lambda: float(os.environ.get("BATON_AUTOSCALING_INTERVAL_SECONDS") or IDLE_REQUEUE_S)
     )
@@ -139,6 +144,27 @@ class OperatorState:
                 self._readings[app] = reading
             return previous
 
+    def swap_pod_readings(self, app: str, readings: dict[str, PodReading]) -> dict[str, PodReading]:
+        """Keep ``readings`` as the app's latest scrape of its Pods; the one it replaces."""
+        with self._guard:
+            previous = self._pod_readings.pop(app, {})
+            if readings:
+                self._pod_readings[app] = readings
+            return previous
+
+    def drains_changed(self, app: str, color: str, pods: frozenset[str]) -> bool:
+        """Whether ``pods`` differs from what the color was last told to drain (then it is
+        the new memory: the caller writes it; a failed write calls :meth:`drains_unknown`)."""
+        with self._guard:
+            if self._drains.get((app, color)) == pods:
+                return False
+            self._drains[(app, color)] = pods
+            return True
+
+    def drains_unknown(self, app: str, color: str) -> None:
+        with self._guard:
+            self._drains.pop((app, color), None)
+
     def forget(self, app: str) -> None:
         """The app was deleted: drop its lock, client and results (the client's threads end
         with its last reference)."""
@@ -147,6 +173,9 @@ class OperatorState:
             self._admins.pop(app, None)
             self._flips.pop(app, None)
             self._readings.pop(app, None)
+            self._pod_readings.pop(app, None)
+            for key in [k for k in self._drains if k[0] == app]:
+                del self._drains[key]
             follower = self._followers.pop(app, None)
         if follower is not None:
             follower.close()

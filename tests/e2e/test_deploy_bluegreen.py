@@ -10,65 +10,19 @@ end must equal the input, user by user.
 
 from __future__ import annotations
 
-import collections
 import json
-import random
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
-from baton.testing import produce, wait_for
+from baton.testing import wait_for
 from tests.conftest import Node
-from tests.support.deploy import USERS, bluegreen_manifest, counts
-from tests.support.event_time import event_time_origin
+from tests.support.deploy import Clicks, bluegreen_manifest, counts, status
 from tests.support.operator import KubectlFn, apply, get_json, install_crds, start_operator
 
 pytestmark = pytest.mark.e2e
-
-
-class Clicks:
-    """Produces clicks at a steady rate in a thread; remembers what it sent."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.bootstrap, self.topic = bootstrap, topic
-        self.sent: collections.Counter[str] = collections.Counter()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._rng = random.Random(7)
-        self._n = 0
-        self._origin = event_time_origin()  # a millisecond a click from here: never an hour ahead
-
-    def batch(self, n: int) -> None:
-        records = []
-        for _ in range(n):
-            user = self._rng.choice(USERS)
-            ms = self._origin + self._n
-            self._n += 1
-            records.append((user.encode(), orjson.dumps({"user_id": user, "timestamp": ms // 1000}), ms))
-            self.sent[user] += 1
-        produce(self.bootstrap, self.topic, records)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.batch(20)  # ~100 clicks/s
-            time.sleep(0.2)
-
-    def __enter__(self) -> Clicks:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-
-def status(kubectl: KubectlFn, namespace: str) -> dict[str, Any]:
-    st: dict[str, Any] = get_json(kubectl, "sapp", "click-counter", "-n", namespace).get("status", {})
-    return st
 
 
 def phase_events(kubectl: KubectlFn, namespace: str) -> list[str]:

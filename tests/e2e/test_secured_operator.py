@@ -28,9 +28,8 @@ from batondev import tls
 from baton.operator.core.compaction.cronjob import compactor_name
 from baton.testing import wait_for
 from tests.conftest import Node
-from tests.e2e.test_deploy_bluegreen import Clicks, status
 from tests.support import acls
-from tests.support.deploy import bluegreen_manifest, counts
+from tests.support.deploy import Clicks, bluegreen_manifest, counts, status
 from tests.support.operator import KubectlFn, apply, install_crds, start_operator
 from tests.support.secured import exact_sequences, properties_file
 

@@ -19,8 +19,7 @@ import pytest
 from baton.operator.core.rbac import rbac_objects
 from baton.testing import wait_for
 from tests.conftest import Node
-from tests.e2e.test_deploy_bluegreen import Clicks
-from tests.support.deploy import bluegreen_manifest, counts
+from tests.support.deploy import Clicks, bluegreen_manifest, counts
 from tests.support.operator import KubectlFn, apply, install_crds, start_operator
 
 pytestmark = pytest.mark.e2e

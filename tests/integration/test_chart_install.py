@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import pytest
 from batondev.paths import REPO
 
 from baton.testing import wait_for
-from tests.conftest import Kube
+from tests.support import helm as chart
 from tests.support.helm import Helm, failed_create_events, pods_of
 from tests.support.operator import (
     BATON,
@@ -30,7 +29,6 @@ from tests.support.operator import (
     apply,
     example_manifest,
     get_json,
-    install_crds,
     mark_pods_ready,
     refused_calls,
     service_account_kubeconfig,
@@ -42,18 +40,9 @@ CHART = REPO / "charts" / "baton"
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def helm(kube: Kube, kubectl: KubectlFn) -> Helm:
-    install_crds(kubectl)  # shared with other tests; helm skips CRDs that already exist
-    return Helm(kube)
-
-
-@pytest.fixture
-def release(helm: Helm, namespace: str) -> Iterator[str]:
-    """A release name unique to the test; uninstalled afterwards if the test did not."""
-    name = f"b{namespace[-6:]}"
-    yield name
-    helm("uninstall", name, "-n", namespace, "--wait", "--timeout=60s", check=False)
+# The chart tests' fixtures, shared with the security tests that install the chart.
+helm = chart.stack_helm
+release = chart.release
 
 
 def free_port() -> int:

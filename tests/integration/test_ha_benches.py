@@ -102,6 +102,8 @@ def test_scaleout_bench_warms_the_newcomer_before_it_takes_tasks(
     )  # fmt: skip
     (warm,) = json.loads(out.read_text())["results"]
     assert warm["mode"] == "warmups" and warm["standbys"] == 0, warm
+    # no member dropped out after the join (its tasks would restore wherever they went)
+    assert warm["group_sizes_after_join"] and set(warm["group_sizes_after_join"]) == {4}, warm
     assert warm["tasks_moved"] == 3 and warm["starts"] == {"promoted": 3}, warm
     assert warm["warmups_before_first_active"] >= 1, warm
     assert warm["restored_records"] < 3 * 1000, warm  # only what the warm copies were behind

@@ -1,21 +1,31 @@
 """spec.autoscaling against the real API server and Kafka: the operator samples the active
 color's group offsets each pass, holds scaling during a deploy, and scales the active
-StatefulSet out when the input outruns what the group commits.
+StatefulSet out when the input outruns what the group commits; with the workers' own
+/metrics (their busy fraction) it scales in while the Pods keep up with the input.
 
-No workers run (the harness plays kubelet): the test is the "slow consumer", committing the
-active color's group offsets at less than the input rate, so its lag grows past lagRecords.
+The harness plays kubelet. In the first test no workers run: the test is the "slow
+consumer", committing the active color's group offsets at less than the input rate, so its
+lag grows past lagRecords. In the second, real workers run as local processes, one per
+active Pod, and the test plays the Pod network: each Pod's status.podIP is a loopback
+address of its own (127.0.0.2, 127.0.0.3) where the Pod's metrics port answers with its
+worker's /metrics, as the operator would reach a Pod in a cluster.
 """
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
+from batondev.paths import CLICK_COUNTER
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from baton.testing import wait_for
+from baton.testing import SteadyInput, WorkerProcess, wait_for
 from tests.support.operator import (
     KubectlFn,
     OperatorProcess,
@@ -167,3 +177,146 @@ def test_autoscaling_scales_the_active_color_out_and_a_deploy_holds_it(  # noqa:
         assert "busy fraction unknown" in started
     finally:
         load.close()
+
+
+@contextmanager
+def pod_addresses(workers: list[WorkerProcess]) -> Iterator[tuple[list[str], int]]:
+    """Plays the Pod network: worker ``i`` answers GETs at ``127.0.0.{i + 2}:<port>`` (one port for
+    all, as spec.worker.metricsPort is one port for every Pod), from its own port on 127.0.0.1."""
+
+    def server(ip: str, port: int, worker: WorkerProcess) -> ThreadingHTTPServer:
+        class Forward(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                try:  # a worker not started or not listening yet: the Pod does not answer
+                    status, body = worker.http(self.path, worker.port(timeout=0.5))
+                except (TimeoutError, OSError):
+                    status, body = 503, "not listening"
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        s = ThreadingHTTPServer((ip, port), Forward)
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+        return s
+
+    ips = [f"127.0.0.{i + 2}" for i in range(len(workers))]
+    servers: list[ThreadingHTTPServer] = []
+    try:
+        servers.append(server(ips[0], 0, workers[0]))
+        port = int(servers[0].server_address[1])
+        servers += [server(ip, port, w) for ip, w in zip(ips[1:], workers[1:], strict=True)]
+        yield ips, port
+    finally:
+        for s in servers:
+            s.shutdown()
+            s.server_close()
+
+
+def test_autoscaling_scales_in_from_the_workers_busy_fraction_while_they_keep_up(  # noqa: PLR0917 (fixtures)
+    operator: Callable[..., OperatorProcess],
+    kubectl: KubectlFn,
+    namespace: str,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    """Two Pods' workers keep up with a light input: from offsets alone that gives no decision
+    (``heldBy: metrics``); their busy fraction, scraped from each Pod's /metrics, says one Pod
+    is plenty, and the operator scales the active color in."""
+    app_id = unique_name
+    source = new_topic(partitions=PARTITIONS, name=f"{unique_name}-clicks")
+    sink = new_topic(partitions=PARTITIONS, name=f"{unique_name}-counts")
+    workers = [
+        WorkerProcess(
+            CLICK_COUNTER,
+            bootstrap=kafka_bootstrap,
+            application_id=f"{app_id}-blue",  # the operator's group for the blue color
+            state_dir=tmp_path / f"s{i}",
+            log_path=tmp_path / f"w{i}.log",
+            instance_id=f"w{i}",
+            env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
+        )
+        for i in range(2)
+    ]
+    # input flows before any commit: the group never shows "no input", which scales in without
+    # a busy fraction too
+    with SteadyInput(kafka_bootstrap, source, rate=100), pod_addresses(workers) as (ips, port):
+        try:
+            operator(env={"BATON_AUTOSCALING_INTERVAL_SECONDS": "1"})
+            body = example_manifest(
+                namespace,
+                applicationId=app_id,
+                kafka={"bootstrapServers": kafka_bootstrap, "replicationFactor": 1},
+                replicas=2,
+                standbyReplicas=0,
+                worker={"metricsPort": port},
+                autoscaling={
+                    "minReplicas": 1,
+                    "maxReplicas": 3,
+                    "lagRecords": 1000,
+                    "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0}},
+                },
+            )
+            apply(kubectl, body)
+            mark_pods_ready(kubectl, namespace, "baton.dev/app=click-counter,baton.dev/color=green", 2)
+            blue = mark_pods_ready(kubectl, namespace, "baton.dev/app=click-counter,baton.dev/color=blue", 2)
+            for name, ip in zip(sorted(blue), ips, strict=True):
+                address = {"podIP": ip, "podIPs": [{"ip": ip}]}
+                kubectl(
+                    "patch",
+                    "pod",
+                    name,
+                    "-n",
+                    namespace,
+                    "--subresource=status",
+                    "--type=merge",
+                    "-p",
+                    json.dumps({"status": address}),
+                )
+            for w in workers:
+                w.start()
+
+            def status() -> dict[str, Any]:
+                return dict(get_json(kubectl, "sapp", "click-counter", "-n", namespace).get("status") or {})
+
+            def blue_replicas() -> int:
+                sts = get_json(kubectl, "statefulset", "click-counter-blue", "-n", namespace)
+                return int(sts["spec"]["replicas"])
+
+            wait_for(
+                "both workers processing",
+                lambda: all(w.metric("baton_records_consumed_total") > 0 for w in workers),
+                60,
+                every=0.5,
+            )
+            wait_for(
+                "blue scaled in to 1 replica",
+                lambda: blue_replicas() == 1,
+                timeout=40,
+                detail=lambda: json.dumps(status().get("autoscaling"), indent=1),
+            )
+            started = kubectl(
+                "get",
+                "events",
+                "-n",
+                namespace,
+                "--field-selector",
+                "reason=ScaleInStarted",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ).stdout
+            # the decision came from the busy fraction, not from "no input" or the offsets' split
+            assert "blue: scale in 2 -> 1" in started, started
+            assert "busy" in started and "busy fraction unknown" not in started, started
+            assert "no input" not in started, started
+            print(f"ScaleInStarted: {started}")
+        finally:
+            for w in workers:
+                if w.alive:
+                    w.stop(timeout=30)

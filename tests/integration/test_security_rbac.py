@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from tests.integration import test_chart_install as chart
+from tests.support import helm as chart
 from tests.support.helm import Helm
 from tests.support.operator import KubectlFn
 
 pytestmark = pytest.mark.integration
 
 # The chart tests' fixtures, shared.
-helm = chart.helm
+helm = chart.stack_helm
 release = chart.release
 
 # (verb, resource) the operator needs in each namespace it watches.

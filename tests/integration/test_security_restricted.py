@@ -16,14 +16,14 @@ import pytest
 from batondev.paths import EXAMPLE
 
 from baton.testing import wait_for
-from tests.integration import test_chart_install as chart
+from tests.support import helm as chart
 from tests.support.helm import Helm, failed_create_events, pods_of
 from tests.support.operator import BATON, KubectlFn, get_json
 
 pytestmark = pytest.mark.integration
 
 # The chart tests' fixtures, shared.
-helm = chart.helm
+helm = chart.stack_helm
 release = chart.release
 
 PSA = "pod-security.kubernetes.io"

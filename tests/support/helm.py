@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from tests.support.durations import cli_deadline
 from tests.support.operator import (
     KubectlFn,
     get_json,
+    install_crds,
 )
 
 CHART = REPO / "charts" / "baton"
@@ -54,6 +56,26 @@ class Helm:
         install_flags = [f"--set={s}" if not s.startswith("--") else s for s in sets]
         out = self("install", release, str(CHART), "-n", namespace, *install_flags, "--timeout=120s")
         return out.stdout
+
+
+# The chart tests' fixtures (tests/integration: the install test and the security tests that
+# install the chart). A test module takes them by assignment, `helm = chart.stack_helm` and
+# `release = chart.release`: pytest finds a fixture among a test module's names, and an import
+# of a name a test's argument shadows is an unused import to ruff. The fixture is named
+# `helm` but defined as `stack_helm`: this module's `helm` runs helm offline.
+@pytest.fixture(name="helm")
+def stack_helm(kube: Kube, kubectl: KubectlFn) -> Helm:
+    """Helm on the stack's API server, with the CRDs installed."""
+    install_crds(kubectl)  # shared with other tests; helm skips CRDs that already exist
+    return Helm(kube)
+
+
+@pytest.fixture
+def release(helm: Helm, namespace: str) -> Iterator[str]:
+    """A release name unique to the test; uninstalled afterwards if the test did not."""
+    name = f"b{namespace[-6:]}"
+    yield name
+    helm("uninstall", name, "-n", namespace, "--wait", "--timeout=60s", check=False)
 
 
 def pods_of(kubectl: KubectlFn, namespace: str, selector: str) -> list[dict[str, Any]]:

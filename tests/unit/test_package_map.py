@@ -4,7 +4,8 @@ Imports are read from the source (every ``import``, also those inside functions)
 lazy import cannot slip past. A rule that breaks here is a design change: change the map
 in docs/architecture.md with it. Besides the arrows: the operator's pure part is the folder
 ``baton/operator/core`` (pure by prefix, and it imports no operator module outside it), and
-the top-level packages import one another without a cycle.
+the top-level packages import one another without a cycle. And the rule for tests/ that
+docs/architecture.md states beside the map: no test module imports another ``test_*`` module.
 """
 
 from __future__ import annotations
@@ -307,3 +308,55 @@ def test_a_module_over_600_lines_says_at_its_top_why_it_stays_whole() -> None:
         if "one module of this size" not in (ast.get_docstring(ast.parse(path.read_text())) or "")
     ]
     assert not broken, "over 600 lines without a reason at the top: " + ", ".join(broken)
+
+
+TESTS = REPO / "tests"
+
+
+def _test_modules_imported(source: str) -> list[str]:
+    """The ``test_*`` modules a file imports, in any form: ``import tests.x.test_y``,
+    ``from tests.x.test_y import f``, ``from tests.x import test_y``, ``from . import test_y``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [f"{node.module or ''}.{a.name}" for a in node.names]
+        else:
+            continue
+        found += [n.lstrip(".") for n in names if any(p.startswith("test_") for p in n.split("."))]
+    return found
+
+
+def test_the_test_import_finder_finds_each_form() -> None:
+    source = "\n".join([
+        "import tests.e2e.test_a",
+        "from tests.e2e.test_b import Clicks",
+        "from tests.integration import test_c as chart",
+        "from . import test_d",
+        "from .test_e import f",
+        "from tests.support.deploy import Clicks",
+        "from baton.testing import wait_for",
+        "import tests.conftest",
+    ])  # fmt: skip
+    assert _test_modules_imported(source) == [
+        "tests.e2e.test_a",
+        "tests.e2e.test_b.Clicks",
+        "tests.integration.test_c",
+        "test_d",
+        "test_e.f",
+    ]
+
+
+def test_no_test_module_imports_another() -> None:
+    """docs/architecture.md: tests share helpers through tests/support/ and dev/batondev/, and no
+    ``test_*`` module is imported by another file under tests/. A test module is pytest's to
+    collect, not a library: a helper kept in one is tied to a file that is renamed or deleted with
+    its test, brings that module's marks and fixtures along, and is not where the next test looks
+    for it (tests/support/)."""
+    broken = [
+        f"{path.relative_to(REPO)} imports {name}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for name in _test_modules_imported(path.read_text())
+    ]
+    assert not broken, "move the shared helper to tests/support/: " + "; ".join(broken)

@@ -51,6 +51,8 @@ IDLE_REQUEUE_S = 30.0
 # Back-off of flip retries after an abort (a worker missed the deadline): 5, 10, 20, 40, 60 s.
 RETRY_BASE_S = 5.0
 RETRY_MAX_S = 60.0
+# A flip held by an autoscaling step looks again this often (a step moves within seconds).
+SCALE_HOLD_REQUEUE_S = 5.0
 
 StatusPhase = Literal["Deploying", "Promoting", "Flipping", "RollingBack", "Stable", "Stalled"]
 Outcome = Literal["promoted", "abandoned", "rolled_back"]
@@ -100,6 +102,10 @@ class Inputs:
     rollback: bool = False
     flip_running: bool = False  # a flip of this app is running in this process right now
     flip: FlipOutcome | None = None  # a flip that just ended
+    # spec.autoscaling (autoscaling.flip_hold): why a deploy's flip waits (a scale step runs,
+    # or its target still removes Pods), and why a rollback's does (only the latter); "": none
+    scale_hold: str = ""
+    scale_hold_rollback: str = ""
 
 
 @dataclass(frozen=True)
@@ -186,10 +192,8 @@ def plan(inp: Inputs) -> Plan:
             s.flip = s.rec.flip_to
         s.soon(1.0)
         return _finish(s)
-    if inp.rollback:
-        _rollback(s)
-        if s.flip is not None:
-            return _finish(s)
+    if inp.rollback and (_rollback(s) or s.flip is not None):
+        return _finish(s)
     _spec_change(s)
     _progress(s)
     return _finish(s)
@@ -287,7 +291,8 @@ def _flip_ended(s: _Step, flip: FlipOutcome) -> None:
     s.rec = s.rec.with_(phase="Promoting", flip_attempts=attempts, retry_at=s.inp.now + delay)
 
 
-def _rollback(s: _Step) -> None:
+def _rollback(s: _Step) -> bool:
+    """Roll back; True when the rollback waits (for the autoscaler's step)."""
     rec, idle = s.rec, other(s.active)
     if rec.target == idle and rec.revision:
         # Nothing was flipped yet: rolling back means not promoting this revision.
@@ -297,11 +302,18 @@ def _rollback(s: _Step) -> None:
             f"deploy of revision {rec.revision} stopped before its flip; {s.active} stays active",
         )
         s.rec = rec.with_(target=None, ready_since=None, rolled_back=rec.revision, phase="Stable")
-        return
+        return False
+    if s.inp.scale_hold_rollback:
+        # the annotation stays: the rollback runs once the Pods that go are gone
+        s.clear.remove(ANNOTATION_ROLLBACK)
+        s.message = f"rolling back to {idle} once the scale step ends: {s.inp.scale_hold_rollback}"
+        s.soon(SCALE_HOLD_REQUEUE_S)
+        return True
     s.event("RollbackStarted", f"flipping back to {idle} (revision {rec.colors[idle].revision})")
     s.rec = rec.with_(flip_to=idle, phase="RollingBack", standby=None)
     s.flip = idle
     s.soon(1.0)
+    return False
 
 
 def _new_generation(s: _Step, color: Color, revision: str) -> int:
@@ -432,6 +444,11 @@ def _progress(s: _Step) -> None:
         s.message = (
             f"{idle} ready and caught up; annotate {ANNOTATION_PROMOTE}=true to flip (autoPromote is false)"
         )
+        return
+    if inp.scale_hold:
+        s.rec = rec.with_(phase="Promoting")
+        s.message = f"{idle} ready and caught up; {inp.scale_hold}"
+        s.soon(SCALE_HOLD_REQUEUE_S)
         return
     if inp.promote:
         s.clear.append(ANNOTATION_PROMOTE)

@@ -103,6 +103,9 @@ class _Plan:
         # rack-aware (KIP-708): zones rank before the fair share in standby placement, which
         # then needs evening out (_even_out_standbys)
         self.zoned = any(m.zone for m in members)
+        # the members that stay; all of them when every member drains (nowhere else to go)
+        self.staying = [i for i, m in enumerate(members) if not m.draining] or list(range(self.n))
+        self.leaving = set(range(self.n)) - set(self.staying)
         self.warmup: list[set[TaskId]] = [set() for _ in members]
 
     def lag_of(self, i: int, t: TaskId) -> int:
@@ -137,10 +140,15 @@ class _Plan:
                 candidates = self.caught.get(t) or range(self.n)
                 self._give(t, min(candidates, key=lambda i: (self.lag_of(i, t), self.count[i], i)))
 
-        # the balanced target: counts differ by at most one; members that own more keep more
-        base, extra = divmod(len(self.tasks), self.n)
-        self.cap = [base] * self.n
-        for i in sorted(range(self.n), key=lambda i: (-self.count[i], i))[:extra]:
+        # the balanced target: counts differ by at most one; members that own more keep more.
+        # A draining member (its Pod goes in a scale-in) has room for none: what it runs is
+        # over its target, so it moves the way balance moves tasks, to caught-up members at
+        # once and to warmups otherwise, while the draining member keeps running it
+        base, extra = divmod(len(self.tasks), len(self.staying))
+        self.cap = [0] * self.n
+        for i in self.staying:
+            self.cap[i] = base
+        for i in sorted(self.staying, key=lambda i: (-self.count[i], i))[:extra]:
             self.cap[i] += 1
 
         self._move_to_caught_up()
@@ -234,7 +242,7 @@ class _Plan:
         sb_count = [0] * self.n
         # stickiness and freshness stop at a fair share: otherwise the members that were
         # there first keep every standby as the group grows
-        sb_cap = -(-len(self.stateful_tasks) * k // self.n)
+        sb_cap = -(-len(self.stateful_tasks) * k // len(self.staying))
         for t in self.stateful_tasks:
             a = self.owner[t]
             active = self.members[a]
@@ -281,7 +289,7 @@ class _Plan:
             by_zone.setdefault(m.zone, set()).add(u)
         stuck: set[int] = set()
         while True:
-            low = min(sb_count)
+            low = min(sb_count[u] for u in self.staying)
             over = [u for u in range(self.n) if sb_count[u] >= low + 2 and u not in stuck]
             if not over:
                 return
@@ -335,7 +343,7 @@ class _Plan:
                     else:
                         allowed = set().union(*(ms for z, ms in by_zone.items() if z not in taken)) & unseen
                     for v in sorted(allowed - holders[t] - {a}):
-                        if self.members[v].host in avoid:
+                        if self.members[v].host in avoid or v in self.leaving:
                             continue
                         came[v] = (u, t)
                         unseen.discard(v)
@@ -354,14 +362,16 @@ class _Plan:
         *,
         sb_count: list[int],
         sb_cap: int,
-    ) -> tuple[bool, bool, bool, bool, bool, bool, int, int, int]:
+    ) -> tuple[bool, bool, bool, bool, bool, bool, bool, int, int, int]:
         """Ends with ``u``: the best rank names the member. ``taken``: the hosts and zones that
-        hold a copy of the task already (the active's zone among them)."""
+        hold a copy of the task already (the active's zone among them). After the zone and
+        host rules, a draining member comes last: its copy goes with its Pod."""
         m = self.members[u]
         hosts, zones = taken
         return (
             bool(m.zone) and m.zone in zones,
             m.host == active_host,
+            u in self.leaving,
             sb_count[u] >= sb_cap and not (self.zoned and t in m.previous_standby),
             not self.is_caught_up(u, t),
             t not in m.previous_standby,

@@ -126,6 +126,7 @@ def leader_assignment(
             previous_active=r.active,
             previous_standby=r.standby,
             zone=r.zone,
+            draining=r.draining,
         )
         for mid, r in reports.items()
     ]

@@ -219,6 +219,10 @@ class Membership(threading.Thread):
         self._following_up: int | None = None  # set while a follow-up rejoin is pending (wire.Subscription)
         self._roles_received = False  # any assignment yet (the pod check below is for the first only)
         self._pod_mates_missing = False  # set by leader_assign, read by the assignment that follows it
+        # the operator marked this member's Pod to go (a scale-in): reported at every join, and a
+        # change asks for a rebalance so the leader moves its actives away (or gives them back)
+        self._draining = False
+        self._drain_changed = False
         # (generation, member id) of the last assignment the processing thread applied: its tasks
         # are held under it (see applied, group_metadata, _lost_with_membership). One tuple.
         self._held: Identity | None = None
@@ -272,6 +276,7 @@ class Membership(threading.Thread):
                 self._run_commits(consumer)
                 self._maybe_probe(consumer)
                 self._maybe_follow_up(consumer)
+                self._maybe_rejoin_for_drain(consumer)
                 now = time.monotonic()
                 if now >= next_ends:
                     next_ends = now + ENDS_REFRESH_SECONDS
@@ -510,6 +515,27 @@ class Membership(threading.Thread):
         log.info("probing rebalance: warmups may have caught up", extra={"group": self.settings.group_id})
         self._rejoin_after(consumer, self._probe_generation)
 
+    def drain(self, pods: Collection[str]) -> None:
+        """The control topic's Draining record of this color (called by the processing thread
+        on every turn; cheap when nothing changes): whether this member's Pod is among them."""
+        draining = self.settings.host in pods
+        if draining == self._draining:
+            return
+        self._draining = draining
+        self._drain_changed = self._consumer is not None  # before the first join, the join says it
+        log.info(
+            "marked to drain: this Pod goes in a scale-in, its active tasks move first"
+            if draining
+            else "drain cancelled: this Pod stays",
+            extra={"group": self.settings.group_id, "host": self.settings.host},
+        )
+
+    def _maybe_rejoin_for_drain(self, consumer: KafkaConsumer) -> None:
+        if not self._drain_changed:
+            return
+        self._drain_changed = False
+        self._rejoin_after(consumer, int(consumer.group_metadata().generation_id))
+
     def _rejoin_after(self, consumer: KafkaConsumer, generation: int) -> None:
         """Rejoin, naming ``generation`` in the JoinGroup (``Subscription.followup_of``): a member
         that is not the leader rejoining with unchanged metadata would be answered with the
@@ -541,6 +567,7 @@ class Membership(threading.Thread):
             endpoint=self.settings.endpoint,
             zone=self.settings.zone,
             followup_of=self._following_up,
+            draining=self._draining,
         )
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(owned):

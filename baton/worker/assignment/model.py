@@ -26,6 +26,7 @@ class MemberReport:
     ``host`` is the pod: a task's standbys go to other hosts when there are any. ``zone`` is
     its failure domain (the node's topology.kubernetes.io/zone, Kafka Streams' rack-aware
     tags): a task's standbys go to other zones first, when there are any ("" = unknown).
+    ``draining``: its Pod is about to go (a scale-in): it should own no active task.
     """
 
     member_id: str
@@ -35,6 +36,7 @@ class MemberReport:
     previous_active: frozenset[TaskId] = frozenset()
     previous_standby: frozenset[TaskId] = frozenset()  # standbys and warmups it hosted
     zone: str = ""
+    draining: bool = False
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,9 @@ class Subscription:
     # sent before the old owner's own rejoin was absorbed, and the member heard of the
     # rebalance only at its next heartbeat: 3 s with the tasks it waits for idle.
     followup_of: int | None = None
+    # its Pod is about to go (a scale-in, the control topic's Draining record): it gets no
+    # active task, so what it runs moves to members that stay before the Pod is removed
+    draining: bool = False
 
     def encode(self) -> bytes:
         doc: dict[str, object] = {
@@ -82,6 +85,8 @@ class Subscription:
             doc["zone"] = self.zone
         if self.followup_of is not None:
             doc["followup_of"] = self.followup_of
+        if self.draining:
+            doc["draining"] = True
         return orjson.dumps(doc)
 
     @classmethod
@@ -99,6 +104,7 @@ class Subscription:
             endpoint=str(doc.get("endpoint", "")),
             zone=str(doc.get("zone", "")),
             followup_of=None if doc.get("followup_of") is None else int(str(doc["followup_of"])),
+            draining=doc.get("draining") is True,
         )
 
 

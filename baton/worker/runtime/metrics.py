@@ -48,6 +48,13 @@ class Metrics:
             registry=r,
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800),
         )
+        self.busy = Counter(
+            "baton_busy_seconds",
+            "Seconds the processing loop worked (processing records, committing, punctuating) "
+            "rather than waiting in poll for input: its rate is the loop's busy fraction (0..1), "
+            "which the operator's autoscaler reads",
+            registry=r,
+        )
         self.commit_failures = Counter(
             "baton_commit_failures", "Commits that failed and were rolled back", registry=r
         )

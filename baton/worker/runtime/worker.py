@@ -282,6 +282,8 @@ class Worker:
             )
         self._local_offsets = self._collect_offsets()
         self._heartbeat = time.monotonic()  # liveness counts from here, not from the set-up above
+        if self.bluegreen is not None:  # a Pod marked to go before it (re)started says so at its first join
+            self.membership.drain(self.bluegreen.gate.draining)
         self.membership.start()
         self.membership.wait_started()
         log.info(
@@ -389,6 +391,11 @@ class Worker:
         flips = self.flips
         sizer = BatchSizer()
         wall_clock = any(sub.custom for sub in self.topology.subtopologies)  # punctuators may tick
+        # baton_busy_seconds (the operator's autoscaler reads its rate): the loop works from the
+        # end of one poll to the start of the next, so one clock read per poll (not per record)
+        # joins the one the batch sizer makes; a flip's pause counts as waiting, not working
+        busy = self.metrics.busy.inc
+        working_since = time.monotonic()
         while not self._stop.is_set():
             self._heartbeat = time.monotonic()
             if self.guarantee.unsettled:
@@ -397,14 +404,18 @@ class Worker:
             self.queries.answer(self._answer_query)
             if flips is not None:
                 flips.step(self._assignment_version, self._generation)
+                self.membership.drain(flips.bg.gate.draining)
                 if held:
                     flips.release_held(active)
                 if flips.paused:
+                    busy(time.monotonic() - working_since)
                     flips.bg.wait(0.01)  # paused for a flip: only the control topic moves
+                    working_since = time.monotonic()
                     continue
             holding = bg is not None and bg.holding()
+            busy(time.monotonic() - working_since)
             messages = consume(num_messages=sizer.size, timeout=0.05)
-            round_started = time.monotonic()
+            working_since = round_started = time.monotonic()
             counts = self._dispatch(messages, holding)
             if messages:
                 sizer.observe(len(messages), time.monotonic() - round_started)

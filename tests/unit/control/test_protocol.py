@@ -12,6 +12,7 @@ from baton.control.messages import (
     BadControlRecord,
     Commit,
     Drained,
+    Draining,
     Prepare,
     Report,
     decode,
@@ -31,6 +32,8 @@ P0, P1 = ("clicks", 0), ("clicks", 1)
         Commit(ActiveState(4, "blue", {P0: 12}, frozenset())),
         Abort(4, "no position from green"),
         Drained(4, ("my:topic", 3)),
+        Draining("green", frozenset({"clicks-green-3", "clicks-green-4"})),
+        Draining("blue"),
     ],
 )
 def test_messages_round_trip(msg: object) -> None:
@@ -44,6 +47,19 @@ def test_unreadable_records_raise_a_clear_error() -> None:
         decode(b"not json")
     with pytest.raises(BadControlRecord, match="blue or green"):
         decode(b'{"type": "state", "epoch": 1, "active": "red", "cut": {}}')
+    with pytest.raises(BadControlRecord, match="a color and a list of pods"):
+        decode(b'{"type": "draining", "color": "blue", "pods": "clicks-blue-2"}')
+
+
+def test_a_gate_keeps_only_its_own_colors_drain_marks_and_the_latest_wins() -> None:
+    gate = Gate("blue")
+    gate.apply(Draining("green", frozenset({"app-green-1"})))
+    assert gate.draining == frozenset()
+    gate.apply(Draining("blue", frozenset({"app-blue-2", "app-blue-1"})))
+    assert gate.draining == {"app-blue-1", "app-blue-2"}
+    before = gate.state
+    gate.apply(Draining("blue"))  # the scale-in ended (or was cancelled)
+    assert gate.draining == frozenset() and gate.state == before and gate.top_epoch == 0
 
 
 def test_cut_is_the_further_position() -> None:

@@ -43,11 +43,13 @@ Two pure parts, fed and carried out by the reconciler like :mod:`.deploy`:
   a deploy brings it a revision) and is never left below its own standby floor.
 
 The package: :mod:`.policy` (``spec.autoscaling``), :mod:`.sample` (the metrics and the
-formula), :mod:`.offsets` (the operator's sample from consumer offsets), :mod:`.decide`,
+formula), :mod:`.offsets` (the operator's sample from consumer offsets), :mod:`.pods` (the
+Pods' busy fraction, processed rate and p99 from two scrapes of their /metrics), :mod:`.decide`,
 :mod:`.state` and :mod:`.steps` (the pass), :mod:`.status`. Nothing here reads a clock,
 Kubernetes or Kafka: tests/unit/operator/core/test_autoscaling_decision.py,
-test_autoscaling_offsets.py and test_autoscaling_model.py drive every path; the reconciler
-(``baton.operator.reconcile._autoscale``) feeds it and carries out its passes.
+test_autoscaling_offsets.py, test_autoscaling_pods.py and test_autoscaling_model.py drive
+every path; the reconciler (``baton.operator.reconcile._autoscale``) feeds it and carries
+out its passes.
 """
 
 from __future__ import annotations
@@ -67,6 +69,12 @@ from .offsets import (
     OffsetsReading,
     sample_from_offsets,
     task_count,
+)
+from .pods import (
+    PodReading,
+    pod_sample,
+    pod_samples,
+    with_pods,
 )
 from .policy import (
     DEFAULT_SCALE_DOWN,
@@ -111,6 +119,7 @@ from .steps import (
     Observed,
     Pass,
     autoscale,
+    drain_ordinals,
     flip_hold,
     initial_state,
 )
@@ -138,6 +147,7 @@ __all__ = [
     "Offsets",
     "OffsetsReading",
     "Pass",
+    "PodReading",
     "PodSample",
     "Recommendation",
     "Recommended",
@@ -152,10 +162,13 @@ __all__ = [
     "autoscale",
     "bounds",
     "decide",
+    "drain_ordinals",
     "flip_hold",
     "from_status",
     "initial_state",
     "measure",
+    "pod_sample",
+    "pod_samples",
     "recommend",
     "sample_from_offsets",
     "stabilise",
@@ -163,5 +176,6 @@ __all__ = [
     "step_limit",
     "task_count",
     "to_status",
+    "with_pods",
     "with_scale_event",
 ]

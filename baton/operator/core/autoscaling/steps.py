@@ -85,7 +85,7 @@ def initial_state(inp: Inputs) -> AutoscalingState:
     return AutoscalingState(replicas=dict.fromkeys(inp.colors, max(1, inp.spec_replicas)))
 
 
-def _drain_ordinals(step: Step | None) -> tuple[int, ...]:
+def drain_ordinals(step: Step | None) -> tuple[int, ...]:
     """The Pods to mark: from Draining until they are gone. (Unmarked while Removing, a Pod
     about to go was handed actives again when a warmup caught up: the model check.)"""
     if step is None or step.phase not in ("Draining", "Removing"):
@@ -253,7 +253,7 @@ def autoscale(inp: Inputs) -> Pass:
         state=new_state,
         decision=decision,
         replicas=dict(replicas),
-        drain_ordinals=_drain_ordinals(step),
+        drain_ordinals=drain_ordinals(step),
         events=tuple(events),
         requeue_after=STEP_REQUEUE_S if step is not None or flipping else IDLE_REQUEUE_S,
     )

@@ -210,6 +210,27 @@ def test_rollback_after_the_flip_flips_back_and_does_not_promote_again() -> None
     assert p.flip == "green" or p.phase in ("Promoting", "Flipping")
 
 
+def test_an_autoscaling_step_holds_the_deploys_flip_and_a_shrinking_target_holds_a_rollback() -> None:
+    up = UP.model_copy(update=dict(promotion_stable_seconds=0))
+    step_runs = "the scale step 2 -> 4 of blue is WarmingUp: the flip waits for it"
+    p = step(stable(), 0, revision="r2", upgrade=up, scale_hold=step_runs)
+    assert p.flip is None and reasons(p) == ["DeployStarted"]
+    p = step(p, 1, revision="r2", upgrade=up, scale_hold=step_runs)
+    assert p.flip is None and p.phase == "Promoting" and step_runs in p.message and p.requeue_after <= 5
+    p = step(p, 2, revision="r2", upgrade=up, promote=True, scale_hold=step_runs)
+    assert p.flip is None and p.clear_annotations == ()  # the promotion asked for stays asked
+    p = step(p, 3, revision="r2", upgrade=up)
+    assert p.flip == "green" and reasons(p) == ["FlipStarted"]
+    p = step(p, 4, revision="r2", upgrade=up, flip=FlipOutcome("green", True, 1))
+    assert p.active == "green"
+    shrinking = "blue still removes Pods (4 -> 2): the flip waits for it"
+    p = step(p, 5, revision="r2", upgrade=up, rollback=True, scale_hold_rollback=shrinking)
+    assert p.flip is None and p.active == "green" and shrinking in p.message
+    assert ANNOTATION_ROLLBACK not in p.clear_annotations  # it runs once the Pods are gone
+    p = step(p, 6, revision="r2", upgrade=up, rollback=True)
+    assert p.phase == "RollingBack" and p.flip == "blue" and p.clear_annotations == (ANNOTATION_ROLLBACK,)
+
+
 def test_rollback_before_the_flip_stops_the_deploy() -> None:
     p = step(stable(), 0, revision="r2", views={"blue": READY, "green": NOT_READY})
     p = step(p, 1, revision="r2", rollback=True)

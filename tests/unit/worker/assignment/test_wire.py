@@ -38,6 +38,9 @@ def test_subscription_and_roles_round_trip() -> None:
     following = Subscription("w1", "pod-1", offsets={T0: 10}, followup_of=7)
     assert Subscription.decode(following.encode()) == following
     assert following.encode() != Subscription("w1", "pod-1", offsets={T0: 10}).encode()
+    leaving = Subscription("w1", "pod-1", offsets={T0: 10}, draining=True)
+    assert Subscription.decode(leaving.encode()) == leaving
+    assert not Subscription.decode(Subscription("w1", "pod-1").encode()).draining
     roles = Roles(
         active=frozenset({T0}), standby=frozenset({T1}), warmup=frozenset({T2}), probe_after_ms=5000
     )

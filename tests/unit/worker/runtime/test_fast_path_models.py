@@ -31,27 +31,21 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Message
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import initialize, invariant, rule
 
 from baton import JSON, LONG, STR, Serde, Topology, hopping, tumbling, until_window_closes
-from baton.worker.naming import TaskId
-from baton.worker.runtime.fused_chain import FusedChain
 from baton.worker.runtime.processors.windowed import TimeWindowAggregateProcessor
 from baton.worker.runtime.task import Task
 from baton.worker.state.stores import MemoryStore
-from baton.worker.state.task_store import CacheBudget, entry_size
 from baton.worker.topology.context import (
     ORIGIN_HEADER,
     Headers,
     OpenGate,
-    SinkGate,
     encode_origin,
 )
-from baton.worker.topology.graph import SubTopology
-from tests.support.tasks import EveryThirdHeldBack, Recorded, Sent, record_context
+from tests.support.tasks import EveryThirdHeldBack, TwoPaths
 
 pytestmark = pytest.mark.unit
 
@@ -99,128 +93,6 @@ RECORDS = st.lists(
 )
 
 
-class TwoPaths(RuleBasedStateMachine):
-    """What every model here does: two tasks of one sub-topology, the same records, the same checks."""
-
-    keys: list[bytes | None]
-    topics: list[str]
-
-    def setup(
-        self,
-        sub: SubTopology,
-        *,
-        gate: SinkGate,
-        tables: Callable[[], dict[str, MemoryStore]] = dict,
-        budget_entries: int = 2,
-        fused: list[str] | None = None,
-    ) -> None:
-        """``tables``: the tailed tables' stores for one task; ``fused``: the topics with a fast path (all)."""
-        self.sides: list[tuple[Task, Sent, Recorded, dict[str, MemoryStore]]] = []
-        self.late = [0, 0]  # records dropped as late, per side (a metric)
-        for side, fast in enumerate((True, False)):
-            sent, dead = Sent(), Recorded()
-            stores = {spec.name: MemoryStore() for spec in sub.stores} | tables()
-            task = Task(
-                TaskId(sub.index, 0),
-                sub,
-                application_id="app",
-                stores=dict(stores),
-                send=sent,
-                gate=gate,
-                caching=True,
-                dead_letter=dead,
-                # a few entries: a new key flushes in the middle of a run
-                cache_budget=CacheBudget(budget_entries * entry_size(b"a" + bytes(8), 10) + 5),
-                fuse_aggregations=fast,
-                on_late=lambda side=side: self._late(side),  # type: ignore[misc]
-            )
-            self.sides.append((task, sent, dead, stores))
-        self.topics = self.sides[0][0].input_topics
-        self.offsets = dict.fromkeys(self.topics, 0)
-        fast_task, general_task = self.sides[0][0], self.sides[1][0]
-        assert all(
-            isinstance(fast_task._sources[t].fused, FusedChain) and general_task._sources[t].fused is None
-            for t in (self.topics if fused is None else fused)
-        ), "the model compares the fast path with the general path"
-
-    def _late(self, side: int) -> None:
-        self.late[side] += 1
-
-    def feed(
-        self,
-        records: list[tuple[int, int, int, Headers | None]],
-        start: int,
-        topic: int = 0,
-        *,
-        replayed: bool = False,
-    ) -> None:
-        """``replayed``: keys and values as ``bytearray``, as the compactor's replay hands them in."""
-        messages = []
-        for key, value, timestamp, headers in records:
-            name = self.topics[topic % len(self.topics)]
-            offset = self.offsets[name]
-            self.offsets[name] += 1
-            raw_key, raw_value = self.keys[key], VALUES[value]
-            if replayed:
-                raw_key = None if raw_key is None else bytearray(raw_key)  # type: ignore[assignment]
-                raw_value = None if raw_value is None else bytearray(raw_value)  # type: ignore[assignment]
-            messages.append(
-                Message(
-                    topic=name,
-                    partition=0,
-                    offset=offset,
-                    key=raw_key,
-                    value=raw_value,
-                    timestamp=(1, timestamp),
-                    headers=headers,
-                )
-            )
-        start = min(start, len(messages) - 1)  # the loop may hand a task the middle of a batch
-        stops = []
-        for task, *_ in self.sides:
-            i, seen = start, []
-            while i < len(messages):
-                i = task.process_run(messages, i, len(messages))
-                seen.append(i)
-            stops.append(seen)
-        assert stops[0] == stops[1]
-
-    @rule()
-    def flush(self) -> None:
-        for task, *_ in self.sides:
-            task.flush()
-
-    @rule()
-    def commit(self) -> None:
-        for task, *_ in self.sides:
-            task.flush()
-            task.committed_ok({(store.changelog_topic, 0): 7 for store in task.stores.values()})
-
-    @rule()
-    def abort(self) -> None:
-        assert self.sides[0][0].rewind() == self.sides[1][0].rewind()
-
-    def store_keys(self) -> list[bytes]:
-        """Keys whose value both tasks' stores must agree on (besides what RocksDB holds)."""
-        return []
-
-    @invariant()
-    def both_paths_agree(self) -> None:
-        (fast, f_sent, f_dead, f_stores), (general, g_sent, g_dead, g_stores) = self.sides
-        assert f_sent == g_sent
-        assert f_sent.timestamps == g_sent.timestamps
-        assert f_dead == g_dead
-        assert self.late[0] == self.late[1]
-        for name, store in f_stores.items():
-            assert list(store.items()) == list(g_stores[name].items()), name
-        for name, view in fast.stores.items():
-            for key in self.store_keys():
-                assert view.get(key) == general.stores[name].get(key), (name, key)
-        assert fast.positions == general.positions
-        assert fast.processed_since_commit == general.processed_since_commit
-        assert record_context(fast.ctx) == record_context(general.ctx)
-
-
 def _n(value: Any) -> int:
     """The steps' reading of a value: ``value["n"]`` (a list or a str raises, as user code would)."""
     return int(value["n"])
@@ -238,6 +110,8 @@ def aggregator(_key: Any, value: Any, current: int) -> int | None:
 
 class AggregateModel(TwoPaths):
     """Steps into an aggregation of keys or of their time windows, folded in the write cache."""
+
+    values = VALUES
 
     @initialize(
         key=st.sampled_from(sorted(KEYS)),
@@ -372,6 +246,8 @@ STEPS = ["filter", "map_values", "map_values_same", "peek", "map"]
 
 
 class SinkModel(TwoPaths):
+    values = VALUES
+
     @initialize(
         key=st.sampled_from(sorted(KEYS)),
         value_serde=st.sampled_from(["json", "str"]),
@@ -431,6 +307,8 @@ def joiner(value: Any, row: Any) -> Any:
 
 
 class JoinModel(TwoPaths):
+    values = VALUES
+
     @initialize(
         key=st.sampled_from(sorted(KEYS)),
         left=st.booleans(),
