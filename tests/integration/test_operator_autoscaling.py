@@ -8,7 +8,9 @@ consumer", committing the active color's group offsets at less than the input ra
 lag grows past lagRecords. In the second, real workers run as local processes, one per
 active Pod, and the test plays the Pod network: each Pod's status.podIP is a loopback
 address of its own (127.0.0.2, 127.0.0.3) where the Pod's metrics port answers with its
-worker's /metrics, as the operator would reach a Pod in a cluster.
+worker's /metrics, as the operator would reach a Pod in a cluster. Each worker runs under its
+Pod's name and follows the app's control topic, as in a Pod, so the scale-in drains the Pod
+that goes (its tasks move, warm, to the one that stays) before the StatefulSet shrinks.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from tests.support.operator import (
     example_manifest,
     get_json,
     mark_pods_ready,
+    patch_pod_status,
 )
 
 pytestmark = pytest.mark.integration
@@ -266,20 +269,13 @@ def test_autoscaling_scales_in_from_the_workers_busy_fraction_while_they_keep_up
             apply(kubectl, body)
             mark_pods_ready(kubectl, namespace, "baton.dev/app=click-counter,baton.dev/color=green", 2)
             blue = mark_pods_ready(kubectl, namespace, "baton.dev/app=click-counter,baton.dev/color=blue", 2)
-            for name, ip in zip(sorted(blue), ips, strict=True):
-                address = {"podIP": ip, "podIPs": [{"ip": ip}]}
-                kubectl(
-                    "patch",
-                    "pod",
-                    name,
-                    "-n",
-                    namespace,
-                    "--subresource=status",
-                    "--type=merge",
-                    "-p",
-                    json.dumps({"status": address}),
+            for w, name, ip in zip(workers, sorted(blue), ips, strict=True):
+                patch_pod_status(kubectl, namespace, name, {"podIP": ip, "podIPs": [{"ip": ip}]})
+                # each worker is its Pod's, as the StatefulSet's environment makes it: the Pod's
+                # name as its host, following the app's control topic (where drains are marked)
+                w.env.update(
+                    {"BATON_HOST": name, "BATON_COLOR": "blue", "BATON_CONTROL_TOPIC": f"{app_id}-control"}
                 )
-            for w in workers:
                 w.start()
 
             def status() -> dict[str, Any]:
@@ -316,6 +312,12 @@ def test_autoscaling_scales_in_from_the_workers_busy_fraction_while_they_keep_up
             assert "busy" in started and "busy fraction unknown" not in started, started
             assert "no input" not in started, started
             print(f"ScaleInStarted: {started}")
+            # the Pod that goes drained first: marked, it handed its tasks to the one that stays
+            # (warmed up there: no standbys here) before the StatefulSet went down to 1
+            assert any(str(x.get("msg", "")).startswith("marked to drain") for x in workers[1].logs())
+            assert not any(str(x.get("msg", "")).startswith("marked to drain") for x in workers[0].logs())
+            kinds = [str(x["kind"]) for x in workers[0].logs() if x.get("msg") == "active task started"]
+            assert kinds[-2:] == ["promoted", "promoted"], kinds  # the drained Pod's two, warm
         finally:
             for w in workers:
                 if w.alive:

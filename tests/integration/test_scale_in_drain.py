@@ -28,6 +28,24 @@ pytestmark = pytest.mark.integration
 PODS = ("pod-0", "pod-1", "pod-2")
 
 
+def _pod(
+    bootstrap: str, base: str, topics: tuple[str, str], tmp: Path, i: int, *, args: list[str]
+) -> WorkerProcess:
+    """The i-th Pod of the blue color: its worker follows the control topic under its Pod's name."""
+    pod, group = PODS[i], f"{base}-blue"
+    env = {"CLICKS_TOPIC": topics[0], "COUNTS_TOPIC": topics[1], "BATON_COLOR": "blue", "BATON_HOST": pod}
+    return WorkerProcess(
+        TOPOLOGY,
+        bootstrap=bootstrap,
+        application_id=group,
+        state_dir=tmp / pod,
+        log_path=tmp / f"{pod}.log",
+        instance_id=f"{group}-{i}",
+        env={**env, "BATON_CONTROL_TOPIC": control_topic(base)},
+        extra_args=args,
+    )
+
+
 def _roles(bootstrap: str, group: str) -> GroupRoles | None:
     return roles_from(describe({"bootstrap.servers": bootstrap}, [group])[group])
 
@@ -48,30 +66,9 @@ def test_a_pod_marked_to_drain_hands_its_tasks_to_their_standbys_and_takes_them_
 ) -> None:
     base, clicks, counts = unique_name, new_topic(partitions=6), new_topic(partitions=6)
     group = f"{base}-blue"
+    args = ["--no-write-cache", "--num-standby-replicas", "1", "--probing-rebalance-interval-ms", "2000"]
     workers = [
-        WorkerProcess(
-            TOPOLOGY,
-            bootstrap=kafka_bootstrap,
-            application_id=group,
-            state_dir=tmp_path / pod,
-            log_path=tmp_path / f"{pod}.log",
-            instance_id=f"{group}-{i}",
-            env={
-                "CLICKS_TOPIC": clicks,
-                "COUNTS_TOPIC": counts,
-                "BATON_COLOR": "blue",
-                "BATON_CONTROL_TOPIC": control_topic(base),
-                "BATON_HOST": pod,
-            },
-            extra_args=[
-                "--no-write-cache",
-                "--num-standby-replicas",
-                "1",
-                "--probing-rebalance-interval-ms",
-                "2000",
-            ],
-        )
-        for i, pod in enumerate(PODS)
+        _pod(kafka_bootstrap, base, (clicks, counts), tmp_path, i, args=args) for i in range(len(PODS))
     ]
     try:
         for w in workers:
@@ -131,22 +128,8 @@ def test_the_drain_mark_and_the_group_read_work_over_a_secured_listener(
     bootstrap, settings = listener(name)
     base, clicks, counts = unique_name, new_topic(partitions=2), new_topic(partitions=2)
     group = f"{base}-blue"
-    worker = WorkerProcess(
-        TOPOLOGY,
-        bootstrap=bootstrap,
-        application_id=group,
-        state_dir=tmp_path / "pod-0",
-        log_path=tmp_path / "pod-0.log",
-        instance_id=f"{group}-0",
-        env={
-            "CLICKS_TOPIC": clicks,
-            "COUNTS_TOPIC": counts,
-            "BATON_COLOR": "blue",
-            "BATON_CONTROL_TOPIC": control_topic(base),
-            "BATON_HOST": "pod-0",
-        },
-        extra_args=["--kafka-config-file", str(properties_file(settings, tmp_path / "client.properties"))],
-    )
+    config = properties_file(settings, tmp_path / "client.properties")
+    worker = _pod(bootstrap, base, (clicks, counts), tmp_path, 0, args=["--kafka-config-file", str(config)])
     client = {"bootstrap.servers": bootstrap, **settings}
     try:
         worker.start().wait_ready(120)

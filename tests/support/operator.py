@@ -98,6 +98,21 @@ def apply(kubectl: KubectlFn, body: dict[str, Any]) -> None:
     kubectl("apply", "-f", "-", input=json.dumps(body))
 
 
+def patch_pod_status(kubectl: KubectlFn, namespace: str, name: str, status: dict[str, Any]) -> None:
+    """Merge ``status`` into a Pod's status, as the kubelet would report it."""
+    kubectl(
+        "patch",
+        "pod",
+        name,
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )
+
+
 def mark_pods_ready(kubectl: KubectlFn, namespace: str, selector: str, expect: int) -> list[str]:
     """Play kubelet: once ``expect`` Pods match, report each Running and Ready."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -122,17 +137,7 @@ def report_pod_status(
 
     names = wait_for(f"{expect} pods {selector}", pods)
     for name in names:
-        kubectl(
-            "patch",
-            "pod",
-            name,
-            "-n",
-            namespace,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps({"status": status}),
-        )
+        patch_pod_status(kubectl, namespace, name, status)
     return names
 
 
