@@ -125,6 +125,18 @@ class OperatorMetrics:
             ["namespace", "name"],
             registry=r,
         )
+        self.autoscaling_current = Gauge(
+            "baton_operator_autoscaling_current_replicas",
+            "spec.autoscaling: the active color's replicas as the autoscaler set them (status.autoscaling.current)",
+            ["namespace", "name"],
+            registry=r,
+        )
+        self.autoscaling_desired = Gauge(
+            "baton_operator_autoscaling_desired_replicas",
+            "spec.autoscaling: the replicas the load needs now (status.autoscaling.desired; reason says why)",
+            ["namespace", "name"],
+            registry=r,
+        )
 
         self.compaction_findings = Gauge(
             "baton_operator_compaction_findings",
@@ -195,6 +207,12 @@ class OperatorMetrics:
         self.app_standby_ready.labels(namespace, name).set(1 if "StandbyReady" in true else 0)
         if status.get("lag") is not None:
             self.app_lag.labels(namespace, name).set(float(status["lag"]))
+        scaling = status.get("autoscaling") or {}
+        for gauge, key in ((self.autoscaling_current, "current"), (self.autoscaling_desired, "desired")):
+            if scaling.get(key) is not None:
+                gauge.labels(namespace, name).set(float(scaling[key]))
+            elif (namespace, name) in set(_label_sets(gauge)):  # autoscaling turned off
+                gauge.remove(namespace, name)
 
     def observe_compaction(self, namespace: str, name: str, compaction: Mapping[str, Any] | None) -> None:
         """Gauges from ``status.compaction``, which the compactor Job writes (not the operator)."""
@@ -219,6 +237,8 @@ class OperatorMetrics:
             self.app_stalled,
             self.app_standby_ready,
             self.app_lag,
+            self.autoscaling_current,
+            self.autoscaling_desired,
             self.compaction_findings,
             self.compaction_lag,
             self.compaction_not_compared,

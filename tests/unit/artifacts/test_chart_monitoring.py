@@ -155,7 +155,15 @@ def test_operator_metrics_count_time_and_track_phase() -> None:
     assert get("baton_operator_app_stalled", phase) == 1, "PodsFailing is Stalled whatever the phase"
     assert get("baton_operator_app_standby_ready", phase) == 0
     assert get("baton_operator_app_lag_records", phase) == 12
+    assert get("baton_operator_autoscaling_desired_replicas", phase) is None  # no spec.autoscaling
+    m.observe_status("apps", "clicks", {"phase": "Stable", "autoscaling": {"current": 2, "desired": 4}})
+    assert get("baton_operator_autoscaling_current_replicas", phase) == 2
+    assert get("baton_operator_autoscaling_desired_replicas", phase) == 4
+    m.observe_status("apps", "clicks", {"phase": "Stable"})  # autoscaling removed from the spec
+    assert get("baton_operator_autoscaling_desired_replicas", phase) is None
+    m.observe_status("apps", "clicks", {"phase": "Stable", "autoscaling": {"current": 3, "desired": 3}})
     m.forget("apps", "clicks")
+    assert get("baton_operator_autoscaling_current_replicas", phase) is None
     assert get("baton_operator_app_phase", {**phase, "phase": "Stable"}) is None
     assert get("baton_operator_app_ready", phase) is None
     assert get("baton_operator_app_stalled", phase) is None
