@@ -50,7 +50,8 @@ Python processes with no framework, beside Baton's two-process rows.
 ``--repeat N`` measures everything (the ceiling included) N times, in rounds, each round
 in another order, and each row shows the median records/s with the range; the ratios are
 those of the medians. This machine's speed drifts by a quarter from one minute to the next
-(docs/benchmarks.md), and a ratio of two single runs carries that drift whole.
+(docs/benchmarks.md, "Side by side", on ``--repeat``), and a ratio of two single runs carries
+that drift whole.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ interrupted does not start over. The input is the same on every invocation (a fi
 each round starts with a different system, so that no system always runs first after the
 input is produced or last after the others. The table gives each system's median run and
 the range of its records/s. Why: on a shared 2-core machine the speed of the same CPU-bound
-loop drifts by a quarter from one minute to the next (docs/benchmarks.md), so one run of each
+loop drifts by a quarter from one minute to the next (docs/benchmarks.md, "Side by side", on
+``--repeat``), so one run of each
 system compares two moments of the machine as much as the two systems. Every run's own
 topics (output, changelogs) are deleted once it is measured, so the broker compacts or
 deletes nothing of one run while the next is timed.

@@ -247,7 +247,8 @@ def test_a_pods_processes_wait_for_each_other_before_joining(
         # Both were held until the other was ready, then joined. That they land in one rebalance
         # is then likely, not certain: the coordinator may still close the first generation with
         # one member (a fresh-clone run under the suite's load gave one process all eight tasks).
-        # So the split is measured (docs/benchmarks.md), and only the barrier is asserted here.
+        # So the split is measured (docs/benchmarks.md, "Measured design choices": two-processes,
+        # pod-leader-rejoin), and only the barrier is asserted here.
         waited = [
             int(str(x["waited_ms"])) for x in logs if x.get("msg") == "joining with the pod's other processes"
         ]

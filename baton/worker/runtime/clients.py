@@ -22,11 +22,11 @@ from baton.worker.config import ProcessingGuarantee, WorkerConfig
 # librdkafka postpones a partition's next fetch by ``fetch.queue.backoff.ms`` (default 1 s)
 # whenever its prefetch queue holds ``queued.min.messages`` (100,000): one queue's worth per
 # backoff is then all a consumer can read, ~120,000 small records/s here whatever the app
-# does (docs/benchmarks.md: a loop that decodes the clicks read 126k/s at 1 s, 207k/s at
-# 0.6 s, 383k/s at 0.3 s, CPU-bound 630k/s at 0.1 s; bench/throughput.py's "librdkafka
-# fetch" row shows the cap). Baton's one-process rate sat at it. 100 ms lifts it past what
-# a Python process processes; a full queue then costs ten checks a second. The restore and
-# standby consumers derive from these settings too.
+# does (docs/benchmarks.md, "Measured design choices": fetch-backoff: a loop that decodes
+# the clicks read 126k/s at 1 s, 207k/s at 0.6 s, 383k/s at 0.3 s, CPU-bound 630k/s at
+# 0.1 s; bench/throughput.py's "librdkafka fetch" row shows the cap). Baton's one-process
+# rate sat at it. 100 ms lifts it past what a Python process processes; a full queue then
+# costs ten checks a second. The restore and standby consumers derive from these settings too.
 FETCH_DEFAULTS: dict[str, Any] = {"fetch.queue.backoff.ms": 100}
 
 # librdkafka's own log lines go through Python logging (JSON, with the app's fields) instead

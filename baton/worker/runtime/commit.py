@@ -45,8 +45,8 @@ Pipelined exactly-once commits
 A commit's CPU work (the cache flush into the transaction) is the processing thread's;
 the rest is waiting on the broker: the offsets' two round trips to the coordinator, the
 records' acknowledgements and ``commit_transaction`` (~12 ms of every 100 ms interval,
-docs/benchmarks.md). The periodic commit hands those waits to a committer thread and goes
-on processing. What makes that safe:
+docs/benchmarks.md, "Measured design choices": commit-order). The periodic commit hands
+those waits to a committer thread and goes on processing. What makes that safe:
 
 * ``Task.begin_commit`` and ``TaskStore.begin_commit`` cut, after the flush, what the
   commit covers: input positions, stream time, logged store updates. Records processed
@@ -71,7 +71,8 @@ on processing. What makes that safe:
   one is done, as Flink starts no checkpoint while one is in progress. A worker with spare
   CPU finishes a commit's broker part in a few milliseconds and keeps the interval; a
   saturated one, where every commit used to wait a little for the previous one, commits
-  as often as the broker completes its commits (docs/benchmarks.md, fourteenth session).
+  as often as the broker completes its commits (docs/benchmarks.md, "Measured design
+  choices": commit-in-flight).
 
 Under ``at_least_once`` there is no transaction: the producer is flushed (every
 changelog record acknowledged), then the RocksDB batches are written, then the input

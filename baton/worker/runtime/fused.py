@@ -9,7 +9,8 @@ frame: it calls the serdes' C functions directly (``serdes.fast_deserializer``),
 the record's key bytes as the store key when the serde round-trips them, and folds into
 the write cache in place. Measured on the click counter's records with no broker, the
 best runs took 4.8-4.9 µs a record on the general path and 4.2-4.5 µs on this one; with
-the broker, one worker needed 7-30 % less CPU a record (docs/benchmarks.md).
+the broker, one worker needed 7-30 % less CPU a record (docs/benchmarks.md, "Measured design
+choices": fused-loop).
 
 It changes nothing a user sees. Records go one by one, in offset order, each through the
 aggregator before the next; the write cache holds the same dirty entries (the latest

@@ -4,7 +4,8 @@
 entries, the serialized changelog and output values, the store batch. glibc trims the top
 of the heap as soon as that much is free, so the next interval touches fresh pages and
 takes a page fault for nearly every flushed entry. On the click counter that was one fault
-per flushed entry and ~40 % of the flush (docs/benchmarks.md, "Where the time goes").
+per flushed entry and about a third of the flush (docs/benchmarks.md, "Measured design choices":
+heap-top-pad).
 Asking glibc to keep a pad at the top (``M_TOP_PAD``, the knob behind ``MALLOC_TOP_PAD_``)
 keeps those pages mapped, at the cost of holding that much memory once it was used.
 

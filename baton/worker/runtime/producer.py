@@ -96,8 +96,9 @@ class Output:
         # checkpoint). Other records need one only to learn that they failed. In a
         # transaction they need none: a record that fails permanently fails the commit
         # (librdkafka's commit_transaction returns an abortable error), and a report costs a
-        # Python call and a Message object per record (~10 % of the click counter's time,
-        # docs/benchmarks.md). So under exactly-once only changelog records are reported,
+        # Python call and a Message object per record (11 % of the click counter's time,
+        # docs/benchmarks.md, "Measured design choices": delivery-reports). So under
+        # exactly-once only changelog records are reported,
         # until a commit fails: then every record is, until a commit succeeds, so that the
         # replay learns which record the broker refuses (``refused``, see the module doc).
         self.transactional = "transactional.id" in config
@@ -169,7 +170,8 @@ class Output:
                 raise OutputRecordRefused(topic, refused)
         # Positional arguments (topic, value, key, partition, callback, on_delivery, timestamp,
         # headers): confluent-kafka's keyword parsing costs ~1 µs a call, as much as the rest of
-        # produce() (measured, docs/benchmarks.md). Partition -1 is librdkafka's "unassigned":
+        # produce() (docs/benchmarks.md, "Measured design choices": positional-produce).
+        # Partition -1 is librdkafka's "unassigned":
         # the configured partitioner picks it.
         where = -1 if partition is None else partition
         report = self._report if self.report_every_delivery or topic in self._changelogs else None

@@ -187,7 +187,8 @@ class Task:
         at. ``consume()`` hands the loop runs of one partition's records, so taking a whole
         run here costs the source lookup, the context's topic and partition and the
         position bookkeeping once per run instead of once per record (a Python call per
-        record less: 2-8 % of the click counter, docs/benchmarks.md). Each record still
+        record less; measured with the read cache: docs/benchmarks.md, "Measured design choices":
+        process-run). Each record still
         goes depth first through the whole tree before the next one, so order per key,
         the write cache and exactly-once are exactly those of record-at-a-time.
         Bad records go to the dead-letter handler; if that raises (the fail handler), the
