@@ -210,10 +210,19 @@ class PodOperator:
 
     READY_LINE = "Initial authentication has finished"  # kopf has talked to the API server
 
-    def __init__(self, namespace: str, image: str, log: Path, lease_duration: int = 6) -> None:
+    def __init__(
+        self,
+        namespace: str,
+        image: str,
+        log: Path,
+        lease_duration: int = 6,
+        env: dict[str, str] | None = None,
+    ) -> None:
         from batondev import node
 
         self.namespace, self.image, self.log, self.lease_duration = namespace, image, log, lease_duration
+        # the chart's operator.extraEnv, e.g. BATON_AUTOSCALING_INTERVAL_SECONDS for a short test
+        self.env = dict(env or {})
         # ClusterRoles carry the release's name: one release name per namespace
         self.release = f"baton-{hashlib.sha1(namespace.encode()).hexdigest()[:8]}"
         self.toleration = node.TOLERATION
@@ -241,6 +250,14 @@ class PodOperator:
             *("--set", f"operator.leaderElection.leaseDurationSeconds={self.lease_duration}"),
             *("--set", f"operator.leaderElection.renewDeadlineSeconds={renew}"),
             *("--set", "operator.leaderElection.retryPeriodSeconds=1"),
+            *(
+                (
+                    "--set-json",
+                    f"operator.extraEnv={json.dumps([{'name': k, 'value': v} for k, v in self.env.items()])}",
+                )
+                if self.env
+                else ()
+            ),
         )
         self.kubectl(
             "rollout", "status", f"deploy/{self.release}", "-n", self.namespace, f"--timeout={int(timeout)}s"

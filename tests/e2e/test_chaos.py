@@ -28,14 +28,9 @@ import pytest
 from batondev.chaos import Chaos, ChaosConfig
 
 from tests.conftest import Node
+from tests.support.progress import say
 
 pytestmark = pytest.mark.e2e
-
-
-def _say(capsys: pytest.CaptureFixture[str], line: str) -> None:
-    """Progress goes to the terminal as it happens, so a CI log shows where a slow run is."""
-    with capsys.disabled():
-        print(line, flush=True)
 
 
 def test_faults_and_deploys_on_the_node_under_steady_input_keep_the_output_exact(
@@ -68,7 +63,7 @@ def test_faults_and_deploys_on_the_node_under_steady_input_keep_the_output_exact
         clicks_topic=new_topic(partitions=cfg.partitions),
         counts_topic=new_topic(partitions=cfg.partitions),
         workdir=tmp_path,
-        say=lambda line: _say(capsys, line),
+        say=lambda line: say(capsys, line),
     )
     report = chaos.run()
     with capsys.disabled():
