@@ -29,18 +29,22 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ign
 from tests.support.durations import cli_deadline
 from tests.support.event_time import expiring, retention_ms
 
-# `dev/test` runs three pytest-xdist workers with `--dist loadgroup`. Tests of the Kubernetes API
-# or the images all go to one of them, one after the other: the CRD is cluster-wide (one test
-# upgrades it), the stack's one node runs every namespace's Pods, and an image build would only
-# slow the other workers. Tests of the standalone Spark cluster go to another, one after the
-# other (its two one-core workers serve one application at a time); they touch neither the
-# Kubernetes API nor the images, and until they had a group of their own they made the cluster
-# group the run's longest (~1,800 of 1,880 s in a loaded run, against ~1,200 for the others).
-# Kafka-only tests spread over all workers: each has its own topics and groups, and most of
-# their time is waiting on the broker.
+# `dev/test` runs three pytest-xdist workers with `--dist loadgroup`. Tests of the stack's node or
+# the images all go to one of them, one after the other (group "cluster"): the node runs every
+# namespace's Pods, and an image build would only slow the other workers. Tests of the Kubernetes
+# API alone (their Pods never run: the node's taint keeps them off it, and the test plays the
+# kubelet; each operator watches its test's namespace) go to another (group "kube"); until they
+# had a group of their own, the cluster group was the run's longest (~1,750 s of a 1,770 s
+# loaded run). Tests of the standalone Spark cluster go to a third, one after the other (its two
+# one-core workers serve one application at a time). Kafka-only tests spread over all workers:
+# each has its own topics and groups, and most of their time is waiting on the broker.
+# The StreamApp CRD is cluster-wide: the two tests that change it take `crd_lock` (exclusive,
+# across the workers), and every other test of the Kubernetes API holds it shared (`_crd_shared`),
+# so none runs against a CRD another test is changing.
 # The roots only: `kube`, `kubectl`, `namespace` and `operator` all depend on `kube_stack`, and
 # an item's fixturenames hold the whole closure.
-CLUSTER_FIXTURES = frozenset({"kube_stack", "node", "runtime_image", "compactor_image"})
+CLUSTER_FIXTURES = frozenset({"node", "runtime_image", "compactor_image"})
+KUBE_FIXTURES = frozenset({"kube_stack"})
 # A test of the Spark cluster that also writes StreamApps (the audit's status) is in the Spark
 # group, not the cluster's: two groups' tests would otherwise run two applications on the Spark
 # cluster at once. It takes `crd_lock`, as the two tests that change the CRD do.
@@ -55,18 +59,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("spark-cluster"))
         elif CLUSTER_FIXTURES & fixtures:
             item.add_marker(pytest.mark.xdist_group("cluster"))
+        elif KUBE_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.xdist_group("kube"))
 
 
-@pytest.fixture
-def crd_lock() -> Iterator[None]:
-    """Held by a test that changes the cluster-wide StreamApp CRD, and by one outside the cluster
-    group that needs it as the repository has it: across pytest-xdist's worker processes."""
-    with open(Path(tempfile.gettempdir()) / "baton-tests-crd.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+_CRD_LOCK = Path(tempfile.gettempdir()) / "baton-tests-crd.lock"
+
+
+@contextlib.contextmanager
+def _flock(mode: int) -> Iterator[None]:
+    with open(_CRD_LOCK, "w") as lock:
+        fcntl.flock(lock, mode)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture
+def crd_lock() -> Iterator[None]:
+    """Held by a test that changes the cluster-wide StreamApp CRD, alone: across pytest-xdist's
+    worker processes, no other test of the Kubernetes API runs meanwhile (``_crd_shared``)."""
+    with _flock(fcntl.LOCK_EX):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _crd_shared(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every other test of the Kubernetes API holds the CRD lock shared: tests of the "kube" and
+    "cluster" groups run side by side, never beside one that changes the CRD."""
+    names = set(request.fixturenames)
+    if "crd_lock" in names or not names & {"kube_stack", *CLUSTER_FIXTURES}:
+        yield
+        return
+    with _flock(fcntl.LOCK_SH):
+        yield
 
 
 def _up(*components: str) -> None:

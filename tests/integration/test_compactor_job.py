@@ -289,7 +289,6 @@ def test_restore_from_a_snapshot_reads_fewer_records_and_ends_identical(  # noqa
 
 
 def test_audit_flags_divergence_and_a_delete_policy_and_nothing_on_a_clean_app(  # noqa: PLR0917
-    crd_lock: None,
     spark: Any,
     kafka_bootstrap: str,
     new_topic: Callable[..., str],
