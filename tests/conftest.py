@@ -78,8 +78,10 @@ def _flock(mode: int) -> Iterator[None]:
 
 @pytest.fixture
 def crd_lock() -> Iterator[None]:
-    """Held by a test that changes the cluster-wide StreamApp CRD, alone: across pytest-xdist's
-    worker processes, no other test of the Kubernetes API runs meanwhile (``_crd_shared``)."""
+    """Held by a test that changes the cluster-wide StreamApp CRD, or checks cluster-wide state
+    other releases would change (the aggregated view and edit roles), alone: across
+    pytest-xdist's worker processes, no other test of the Kubernetes API runs meanwhile
+    (``_crd_shared``)."""
     with _flock(fcntl.LOCK_EX):
         yield
 

@@ -162,7 +162,7 @@ def test_install_run_reconcile_upgrade_uninstall(
 
 
 def test_cluster_wide_install_and_uninstall(
-    helm: Helm, release: str, kubectl: KubectlFn, namespace: str
+    crd_lock: None, helm: Helm, release: str, kubectl: KubectlFn, namespace: str
 ) -> None:
     """The default values: ClusterRole and ClusterRoleBinding, removed again; the Lease Role in its namespace."""
     helm.install(release, namespace)
