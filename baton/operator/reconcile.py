@@ -127,11 +127,10 @@ class KafkaView:
     standbys: dict[str, dict[str, int]] = field(default_factory=dict)  # application id -> status.standbys
     control: flips.ControlState | None = None
     extra: dict[str, str] = field(default_factory=dict)  # client security settings for flips
-    # spec.autoscaling: (committed, end) per partition and members, per application id, read at
+    # spec.autoscaling: (committed, end) per partition, per application id, read at
     offsets: dict[str, dict[tuple[str, int], tuple[int, int]]] = field(default_factory=dict)
-    members: dict[str, int] = field(default_factory=dict)
     read_at: float = 0.0
-    # ... and the members' roles from the last assignment (warmups, actives per Pod)
+    # ... and the members' roles from the last assignment (members, warmups, actives per Pod)
     roles: dict[str, coverage.GroupRoles] = field(default_factory=dict)
 
 
@@ -157,7 +156,6 @@ def _observe_kafka(
     result: dict[str, str] = {}
     lag: dict[str, int] = {}
     offsets: dict[str, dict[tuple[str, int], tuple[int, int]]] = {}
-    members: dict[str, int] = {}
     read_at = time.time()
     standbys: dict[str, dict[str, int]] = {}
     roles: dict[str, coverage.GroupRoles] = {}
@@ -178,10 +176,6 @@ def _observe_kafka(
             value = topics.lag_of(found)
             if value is not None and found is not None:
                 lag[app_id], offsets[app_id] = value, found
-            if app.spec.autoscaling is not None:
-                count = topics.group_members(admin, app_id)
-                if count is not None:
-                    members[app_id] = count
         standbys, roles = _coverage(config, app_ids)
         if app.spec.upgrade.strategy == "BlueGreen":
             key = f"{app.namespace}/{app.name}"
@@ -190,7 +184,7 @@ def _observe_kafka(
         result["message"] = f"Kafka: {exc}"
     except Exception as exc:
         result["message"] = f"Kafka: {exc}"
-    return KafkaView(result, lag, standbys, control, extra, offsets, members, read_at, roles)
+    return KafkaView(result, lag, standbys, control, extra, offsets, read_at, roles)
 
 
 def _coverage(
@@ -477,13 +471,12 @@ def _autoscale(  # noqa: PLR0917 (one pass of the autoscaler: what the deploy pa
     sample = autoscaling.sample_from_offsets(previous, reading, current) if reading is not None else None
     sample = autoscaling.with_pods(sample, _pod_samples(state, app, active))
     sts_status = (sts.get(active) or {}).get("status") or {}
-    members = view.members.get(app_id) if fresh else None
     roles = view.roles.get(app_id) if fresh else None  # None: unknown (a rebalance is on)
     marked = _drain_pods(app, active, before.step if before is not None else None)
     observed = autoscaling.Observed(
         pods=int(sts_status.get("replicas") or 0),
         ready=int(sts_status.get("readyReplicas") or 0),
-        members=members,
+        members=roles.members if roles is not None else None,
         # warmups still catching up, from the group's last assignment: a scale-out ends at none
         warmups=roles.warmups if roles is not None else None,
         # what the Pods marked to go still run; under Rolling the workers read no control

@@ -154,14 +154,5 @@ def partition_offsets(admin: AdminClient, group: str) -> dict[tuple[str, int], t
     return out
 
 
-def group_members(admin: AdminClient, group: str) -> int | None:
-    """Members of the group now (DescribeGroups); None when it cannot be read."""
-    try:
-        described = admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result()
-    except Exception:  # a broker going away, a coordinator moving: unknown this pass
-        return None
-    return len(described.members or [])
-
-
 def new_admin(config: dict[str, Any]) -> AdminClient:
     return AdminClient(config)
