@@ -28,9 +28,7 @@ update's record context) and flushes at the same points; a null key or value is 
 
 A source whose one child is a plain ``AggregateProcessor`` over a caching store (directly,
 or through the pass-through of a ``merge``) is fused
-(``fuse``): an input topic, or the repartition topic of a ``group_by`` (its records' origin,
-which the blue-green sink gate decides on, is read from their headers as on the general
-path). A line of stateless steps into a sink or a (windowed) aggregation is
+(``fuse``): an input topic, or the repartition topic of a ``group_by``. A line of stateless steps into a sink or a (windowed) aggregation is
 ``fused_chain.FusedChain``'s; sub-topologies with custom processors (punctuators need stream
 time), sessions, table aggregations and uncached stores keep the general path. ``TaskStore.put`` stays the
 reference for what a fold does to the store: ``tests/unit/worker/runtime/test_fused_model.py`` runs
@@ -46,7 +44,7 @@ from baton.worker.runtime.processors.aggregate import AggregateProcessor
 from baton.worker.runtime.processors.base import ProcessorNode
 from baton.worker.runtime.producer import dead_letter_stage
 from baton.worker.state.task_store import DELETED, MISSING, entry_size
-from baton.worker.topology.context import ORIGIN_HEADER, RecordContext, decode_origin
+from baton.worker.topology.context import RecordContext
 from baton.worker.topology.serdes import fast_deserializer, round_trips
 
 if TYPE_CHECKING:
@@ -65,7 +63,6 @@ class FusedAggregate:
         "_deserialize_key",
         "_deserialize_value",
         "_extract",
-        "_internal",
         "_key_is_raw",
         "_partition",
         "stopped",
@@ -87,13 +84,12 @@ class FusedAggregate:
         self._deserialize_key = fast_deserializer(node.key_serde)
         self._deserialize_value = fast_deserializer(node.value_serde)
         self._extract = node.timestamp
-        self._internal = node.internal  # a repartition topic: each record's origin is in a header
         # the record's key bytes are the store key when the store would serialize the key to
         # exactly those bytes again (same serde, and one that round-trips: str, bytes, long)
         store_serde = aggregate.store.spec.key_serde
         self._key_is_raw = type(store_serde) is type(node.key_serde) and round_trips(store_serde)
 
-    def run(self, messages: Sequence[Message], start: int, stop: int) -> None:  # noqa: C901 - the per-record loop, inlined on purpose: each helper would be a call per record
+    def run(self, messages: Sequence[Message], start: int, stop: int) -> None:
         """Fold ``messages[start:stop]`` up to the end of the run or a record this loop hands back.
 
         ``stopped`` is the index it stopped at, also when the dead-letter handler raised (the
@@ -109,10 +105,10 @@ class FusedAggregate:
         first = messages[start]
         topic, partition = first.topic(), first.partition()
         assert topic is not None and partition is not None
-        ctx, own, internal = self._ctx, self._partition, self._internal
+        ctx, own = self._ctx, self._partition
         ctx.topic = topic
         ctx.partition = own
-        origin_topic, origin_partition = topic, own  # a repartition topic's records name theirs
+        origin_topic, origin_partition = topic, own  # every record is its own origin (context.py)
         aggregate = self._aggregate
         store = aggregate.store
         initializer, aggregator = aggregate.initializer, aggregate.aggregator
@@ -122,7 +118,7 @@ class FusedAggregate:
         overlay, budget = store.overlay, store.budget  # the overlay is only ever changed in place
         overlay_get = overlay.get
         dirty = store.dirty  # a flush replaces it: read again after anything that may flush
-        i, done_offset, done_timestamp, done_origin = start, -1, 0, (topic, own, -1)
+        i, done_offset, done_timestamp = start, -1, 0
         try:
             while i < stop:
                 msg = messages[i]
@@ -130,11 +126,6 @@ class FusedAggregate:
                     break
                 offset: int = msg.offset()  # type: ignore[assignment]
                 origin_offset = offset
-                if internal:
-                    origin_topic, origin_partition = topic, own
-                    for name, header in msg.headers() or ():
-                        if name == ORIGIN_HEADER and isinstance(header, bytes):
-                            origin_topic, origin_partition, origin_offset = decode_origin(header)
                 timestamp = msg.timestamp()[1]
                 raw_key = msg.key()
                 raw_value = msg.value()
@@ -187,13 +178,11 @@ class FusedAggregate:
                         dead_letter(exc, dead_letter_stage(exc), msg)
                         dirty = store.dirty
                 done_offset, done_timestamp = offset, timestamp
-                if internal:  # an input topic's origin is the record itself: made once, below
-                    done_origin = (origin_topic, origin_partition, origin_offset)
                 i += 1
         finally:
             self.stopped = i
             if i > start:  # where the general path leaves the context: at the last record processed
-                _set(ctx, done_offset, done_timestamp, done_origin if internal else (topic, own, done_offset))
+                _set(ctx, done_offset, done_timestamp, (topic, own, done_offset))
 
 
 def _set(ctx: RecordContext, offset: int, timestamp: int, origin: tuple[str, int, int]) -> None:

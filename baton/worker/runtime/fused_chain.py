@@ -19,16 +19,12 @@ frame, record by record:
 * **A sink** serializes with the serdes' C functions (``serdes.fast_serializer``), and
   sends the record's own key or value bytes when the steps left the object as it was and
   the serde round-trips (str, bytes, long): on the producing side of a repartition, a
-  ``group_by`` encodes only the new key. A repartition sink writes the origin header as
-  ``encode_origin`` does.
+  ``group_by`` encodes only the new key.
 * **An aggregation** over a caching store, of keys or of time windows (tumbling, hopping),
   folds straight into the write cache as ``FusedAggregate`` does: the store key is the
   record's key bytes (plus the window's start) when the serde round-trips, a window already
   in the cache keeps its ``Windowed`` key object, and ``_advance`` (closing windows, final
   results, expiry) is called only once stream time reaches the index's ``next_due``.
-  A repartition topic's origin headers, a third of this loop's time, are read only where
-  something downstream of the store reads origins (``reads_origin``: a blue-green gate, a
-  repartition sink, a processor not known not to).
 
 What a user sees does not change: records go one by one, in offset order, each through
 every step before the next record is read; sends, dead letters, the cache's dirty entries
@@ -58,20 +54,17 @@ from baton.worker.runtime.processors.aggregate import AggregateProcessor
 from baton.worker.runtime.processors.base import ProcessorNode
 from baton.worker.runtime.processors.joins import JoinProcessor
 from baton.worker.runtime.processors.stateless import (
-    BranchProcessor,
     FilterProcessor,
-    FlatMapProcessor,
     MapProcessor,
     MapValuesProcessor,
     PeekProcessor,
     SinkProcessor,
 )
-from baton.worker.runtime.processors.table import ToStreamProcessor
 from baton.worker.runtime.processors.windowed import NEVER, TimeWindowAggregateProcessor
 from baton.worker.runtime.producer import dead_letter_stage
 from baton.worker.state.stores import KeyValueStore
 from baton.worker.state.task_store import DELETED, MISSING, entry_size
-from baton.worker.topology.context import ORIGIN_HEADER, RecordContext, decode_origin
+from baton.worker.topology.context import RecordContext
 from baton.worker.topology.graph import TableNode
 from baton.worker.topology.serdes import BYTES, Serde, fast_deserializer, fast_serializer, round_trips
 from baton.worker.topology.windows import Windowed, WindowedSerde
@@ -152,10 +145,8 @@ class FusedChain:
         "_deserialize_key",
         "_deserialize_value",
         "_extract",
-        "_internal",
         "_key_is_raw",
         "_key_serde",
-        "_origins",
         "_partition",
         "_sink",
         "_steps",
@@ -180,7 +171,6 @@ class FusedChain:
         self._deserialize_key = fast_deserializer(node.key_serde)
         self._deserialize_value = fast_deserializer(node.value_serde)
         self._extract = node.timestamp
-        self._internal = node.internal  # a repartition topic: each record's origin is in a header
         self._steps = tuple(steps)
         self._sink = end if isinstance(end, SinkProcessor) else None
         self._aggregate = None if isinstance(end, SinkProcessor) else end
@@ -199,12 +189,6 @@ class FusedChain:
         # replay hands in ``bytearray``s, which a store key cannot be.)
         self._key_is_raw = type(key_serde) is type(node.key_serde) and round_trips(key_serde)
         self._value_is_raw = type(value_serde) is type(node.value_serde) and round_trips(value_serde)
-        # A repartition topic's record names its origin in a header, which cost a third of the
-        # windowed loop to read. An aggregation keeps it in each update's dirty entry for what
-        # its cache's flush forwards to; if nothing there reads it (no blue-green gate, no
-        # repartition sink, only processors known not to), only the last record's is read,
-        # for the record context the run leaves behind.
-        self._origins = node.internal and (self._aggregate is None or reads_origin(self._aggregate))
 
     def run(self, messages: Sequence[Message], start: int, stop: int) -> None:  # noqa: C901 - the per-record loop, inlined on purpose: each helper would be a call per record
         """Run ``messages[start:stop]`` up to the end of the run or a record this loop hands back.
@@ -218,10 +202,10 @@ class FusedChain:
         first = messages[start]
         topic, partition = first.topic(), first.partition()
         assert topic is not None and partition is not None
-        ctx, own, internal, origins = self._ctx, self._partition, self._internal, self._origins
+        ctx, own = self._ctx, self._partition
         ctx.topic = topic
         ctx.partition = own
-        origin_topic, origin_partition = topic, own  # a repartition topic's records name theirs
+        origin_topic, origin_partition = topic, own  # every record is its own origin (context.py)
         deserialize_key, deserialize_value = self._deserialize_key, self._deserialize_value
         extract, dead_letter, steps = self._extract, self._dead_letter, self._steps
         key_is_raw, value_is_raw = self._key_is_raw, self._value_is_raw
@@ -233,10 +217,6 @@ class FusedChain:
                 table.fresh()
         if sink is not None:
             send, sink_topic, gate, to_internal = sink.send, sink.topic, sink.gate, sink.internal
-            # an input topic's records are their own origin: only the offset changes in its header
-            origin_before, origin_after = (
-                (b"", b"") if internal else (f"{own}:".encode(), f":{topic}".encode())
-            )
         else:
             assert agg is not None
             store, initializer, aggregator = agg.store, agg.initializer, agg.aggregator
@@ -252,7 +232,7 @@ class FusedChain:
                 due = NEVER if index is None else index.next_due()
                 # a window in the cache keeps its key object: equal bytes, equal key (round-trips)
                 reuse_window = round_trips(key_serde)
-        i, done_offset, done_timestamp, done_origin = start, -1, 0, (topic, own, -1)
+        i, done_offset, done_timestamp = start, -1, 0
         try:
             while i < stop:
                 msg = messages[i]
@@ -260,11 +240,6 @@ class FusedChain:
                     break
                 offset: int = msg.offset()  # type: ignore[assignment]
                 origin_offset = offset
-                if origins:
-                    origin_topic, origin_partition = topic, own
-                    for name, header in msg.headers() or ():
-                        if name == ORIGIN_HEADER and isinstance(header, bytes):
-                            origin_topic, origin_partition, origin_offset = decode_origin(header)
                 timestamp = msg.timestamp()[1]
                 raw_key = msg.key()
                 raw_value = msg.value()
@@ -345,21 +320,11 @@ class FusedChain:
                             except Exception:  # the serdes' own serialize: the same bytes, or their own error
                                 key_bytes = None if key is None else key_serde.serialize(key)
                                 value_bytes = None if value is None else value_serde.serialize(value)
-                            if to_internal:  # the origin header, as encode_origin writes it
-                                origin = (
-                                    b"%b%d%b" % (origin_before, origin_offset, origin_after)
-                                    if origin_before
-                                    else f"{origin_partition}:{origin_offset}:{origin_topic}".encode()
-                                )
-                                send(
-                                    sink_topic,
-                                    key_bytes,
-                                    value_bytes,
-                                    None,
-                                    timestamp,
-                                    [(ORIGIN_HEADER, origin)],
-                                )
-                            elif gate is None or gate.allows(origin_topic, origin_partition, origin_offset):
+                            if (
+                                to_internal
+                                or gate is None
+                                or gate.allows(origin_topic, origin_partition, origin_offset)
+                            ):
                                 send(sink_topic, key_bytes, value_bytes, None, timestamp, None)
                         # -- or an aggregation, of a key or of its time windows -------------------
                         elif key is not None and value is not None:
@@ -396,7 +361,12 @@ class FusedChain:
                                     entry_key += _START(window_start)
                                 current = overlay_get(entry_key, MISSING)
                                 if current is MISSING or current is DELETED:
-                                    current = store.get(entry_key)
+                                    # a window the index does not hold is in no store: no RocksDB read
+                                    current = (
+                                        store.get(entry_key)
+                                        if window_start is None or entry_key in loaded
+                                        else MISSING
+                                    )
                                     if current is MISSING:
                                         current = initializer()
                                 entry = dirty.get(entry_key)
@@ -466,59 +436,14 @@ class FusedChain:
                     if agg is not None:
                         dirty = store.dirty
                 done_offset, done_timestamp = offset, timestamp
-                if origins:  # an input topic's origin is the record itself: made once, below
-                    done_origin = (origin_topic, origin_partition, origin_offset)
                 i += 1
         finally:
             self.stopped = i
             if i > start:  # where the general path leaves the context: at the last record processed
-                if not origins:
-                    done_origin = (
-                        origin_of(messages[i - 1], topic, own) if internal else (topic, own, done_offset)
-                    )
-                _set(ctx, done_offset, done_timestamp, done_origin)
+                _set(ctx, done_offset, done_timestamp, (topic, own, done_offset))
 
 
 _KEY_ONLY: tuple[None] = (None,)  # a key-value aggregation folds one entry: no window
-
-
-def origin_of(msg: Message, topic: str, partition: int) -> tuple[str, int, int]:
-    """A record's origin as the general path reads it: its header, else the record itself."""
-    offset: int = msg.offset()  # type: ignore[assignment]
-    origin = (topic, partition, offset)
-    for name, header in msg.headers() or ():
-        if name == ORIGIN_HEADER and isinstance(header, bytes):
-            origin = decode_origin(header)
-    return origin
-
-
-# Processors that pass records on without reading their origin (a sink does when it writes a
-# repartition topic, or decides by a blue-green gate); anything else may.
-_ORIGIN_BLIND = frozenset(
-    {
-        ProcessorNode,
-        FilterProcessor,
-        MapProcessor,
-        MapValuesProcessor,
-        PeekProcessor,
-        FlatMapProcessor,
-        BranchProcessor,
-        ToStreamProcessor,
-    }
-)
-
-
-def reads_origin(proc: ProcessorNode) -> bool:
-    """Whether anything below ``proc`` may read the record context's origin (its own store's flush included)."""
-    for child in proc.children:
-        kind = type(child)
-        if kind is SinkProcessor:
-            assert isinstance(child, SinkProcessor)
-            if child.internal or child.gate is not None:
-                return True
-        elif kind not in _ORIGIN_BLIND or reads_origin(child):
-            return True
-    return False
 
 
 def _set(ctx: RecordContext, offset: int, timestamp: int, origin: tuple[str, int, int]) -> None:

@@ -21,7 +21,7 @@ from baton.worker.runtime.record import Message, Record
 from baton.worker.runtime.tree import FastPath, build_tree, fast_path
 from baton.worker.state.stores import KeyValueStore
 from baton.worker.state.task_store import CacheBudget, TaskStore
-from baton.worker.topology.context import ORIGIN_HEADER, RecordContext, Send, SinkGate, decode_origin
+from baton.worker.topology.context import RecordContext, Send, SinkGate
 from baton.worker.topology.graph import SourceNode, SubTopology
 from baton.worker.topology.serdes import fast_deserializer
 
@@ -37,7 +37,6 @@ class _Source:
         "deserialize_value",
         "forward",
         "fused",
-        "internal",
         "key_serde",
         "timestamp",
         "value_serde",
@@ -49,7 +48,6 @@ class _Source:
         # the serdes' C functions where they have them: a Python call less per record each
         self.deserialize_key = fast_deserializer(node.key_serde)
         self.deserialize_value = fast_deserializer(node.value_serde)
-        self.internal = node.internal
         self.timestamp = node.timestamp
         self.fused = fused  # one loop for the whole tree, when it is a shape one knows (tree.fast_path)
 
@@ -241,7 +239,7 @@ class Task:
         own_partition = self.partition
         ctx.topic = ctx.origin_topic = topic
         ctx.partition = ctx.origin_partition = own_partition
-        internal, extract = source.internal, source.timestamp
+        extract = source.timestamp
         deserialize_key, deserialize_value = source.deserialize_key, source.deserialize_value
         forward, dead_letter = source.forward, self._dead_letter
         tracks_time = self._tracks_time
@@ -254,11 +252,6 @@ class Task:
                 offset = msg.offset()  # type: ignore[assignment]
                 ctx.offset = ctx.origin_offset = offset
                 ctx.timestamp = msg.timestamp()[1]
-                if internal:
-                    ctx.origin_topic, ctx.origin_partition = topic, own_partition
-                    for name, raw in msg.headers() or ():
-                        if name == ORIGIN_HEADER and isinstance(raw, bytes):
-                            ctx.origin_topic, ctx.origin_partition, ctx.origin_offset = decode_origin(raw)
                 raw_key = msg.key()
                 raw_value = msg.value()
                 try:

@@ -37,6 +37,11 @@ class WindowIndex:
     def is_closed(self, window: bytes) -> bool:
         return window in self._closed
 
+    def window(self, window: bytes) -> Any:
+        """The key object a live window was added with (``None`` for one not tracked)."""
+        entry = self._live.get(window)
+        return None if entry is None else entry[2]
+
     def add(self, window: bytes, key: Any, close_at: int, expire_at: int) -> None:
         """Track a window (a no-op if it is tracked already: a window's times never change)."""
         if window in self._live:

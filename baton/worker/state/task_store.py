@@ -209,20 +209,39 @@ class TaskStore:
         A window still dirty in the cache is flushed first, so its last update is logged
         (and forwarded) before its tombstone, never after it.
         """
-        if self.caching and any(k in self.dirty for k in keys):
-            self.flush()
+        if self.caching:
+            dirty = self.dirty
+            stale = [k for k in keys if k in dirty]
+            if stale:
+                self.flush(stale)
         overlay, pending, send = self.overlay, self._pending, self._send
         for key_bytes in keys:
             overlay[key_bytes] = DELETED
             pending[key_bytes] = None
             send(self.changelog_topic, key_bytes, None, self.partition, self._ctx.timestamp, None)
 
-    def flush(self) -> None:
-        """Log and forward the latest value of every dirty key, each under its own record context."""
+    def flush(self, keys: list[bytes] | None = None) -> None:
+        """Log and forward the latest value of every dirty key, each under its own record context.
+
+        ``keys``: only those of them (an expiry's windows). Flushing the whole cache there
+        emptied it whenever a window still dirty expired, which for sliding windows is nearly
+        every record: the cache then collapsed nothing (docs/architecture.md, "Windows that close").
+        """
         if self.before_flush is not None:
             self.before_flush()
         if not self.dirty:
             return
+        if keys is None:
+            dirty, self.dirty = self.dirty, {}
+            self._release()
+        else:
+            dirty = {k: self.dirty.pop(k) for k in keys if k in self.dirty}
+            if not self.dirty:
+                self._release()
+            else:  # each entry's estimate again (a key updated again kept its first one)
+                freed = min(self.dirty_bytes, sum(entry_size(k, entry[1]) for k, entry in dirty.items()))
+                self.dirty_bytes -= freed
+                self.budget.used -= freed
         ctx = self._ctx
         saved = (
             ctx.topic,
@@ -233,9 +252,7 @@ class TaskStore:
             ctx.origin_partition,
             ctx.origin_offset,
         )
-        dirty, self.dirty = self.dirty, {}
         self._flushing = dirty  # a pipelined commit may finish mid-flush: see _forget_retained
-        self._release()
         serialize, pending, send, forward = self._serialize, self._pending, self._send, self.forward
         forward_serialized = None if self.forward_changes else self.forward_serialized
         covered, last = self._send_covered, len(dirty)

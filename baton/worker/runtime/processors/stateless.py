@@ -9,12 +9,10 @@ from typing import Any
 
 from baton.worker.runtime.processors.base import Build, Factory, ProcessorNode
 from baton.worker.topology.context import (
-    ORIGIN_HEADER,
     OpenGate,
     RecordContext,
     Send,
     SinkGate,
-    encode_origin,
 )
 from baton.worker.topology.graph import (
     BranchNode,
@@ -138,10 +136,11 @@ class SinkProcessor(ProcessorNode):
         ctx = self.ctx
         key_bytes = None if key is None else self.key_serde.serialize(key)
         value_bytes = None if value is None else self.value_serde.serialize(value)
-        if self.internal:
-            origin = encode_origin(ctx.origin_topic, ctx.origin_partition, ctx.origin_offset)
-            self.send(self.topic, key_bytes, value_bytes, None, ctx.timestamp, [(ORIGIN_HEADER, origin)])
-        elif self.gate is None or self.gate.allows(ctx.origin_topic, ctx.origin_partition, ctx.origin_offset):
+        if (
+            self.internal
+            or self.gate is None
+            or self.gate.allows(ctx.origin_topic, ctx.origin_partition, ctx.origin_offset)
+        ):
             self.send(self.topic, key_bytes, value_bytes, None, ctx.timestamp, None)
 
     def process_serialized(self, key_bytes: bytes, value_bytes: bytes | None) -> None:
