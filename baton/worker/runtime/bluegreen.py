@@ -78,8 +78,8 @@ class BlueGreen:
             self._producer.flush(5)
 
     # -- the gate ----------------------------------------------------------------------------
-    def allows(self, origin_topic: str, origin_partition: int, origin_offset: int) -> bool:
-        return self.gate.emits((origin_topic, origin_partition), origin_offset)
+    def allows(self, topic: str, partition: int, offset: int) -> bool:
+        return self.gate.emits((topic, partition), offset)
 
     def wait(self, timeout: float) -> None:
         """Block up to ``timeout`` for control records (used while paused for a flip)."""

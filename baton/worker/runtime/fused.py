@@ -108,7 +108,6 @@ class FusedAggregate:
         ctx, own = self._ctx, self._partition
         ctx.topic = topic
         ctx.partition = own
-        origin_topic, origin_partition = topic, own  # every record is its own origin (context.py)
         aggregate = self._aggregate
         store = aggregate.store
         initializer, aggregator = aggregate.initializer, aggregate.aggregator
@@ -125,7 +124,6 @@ class FusedAggregate:
                 if msg.partition() != partition or msg.topic() != topic or msg.error() is not None:
                     break
                 offset: int = msg.offset()  # type: ignore[assignment]
-                origin_offset = offset
                 timestamp = msg.timestamp()[1]
                 raw_key = msg.key()
                 raw_value = msg.value()
@@ -149,7 +147,7 @@ class FusedAggregate:
                                 current = initializer()
                         new = aggregator(key, value, current)
                         if new is None:  # a delete
-                            _set(ctx, offset, timestamp, (origin_topic, origin_partition, origin_offset))
+                            _set(ctx, offset, timestamp)
                             store.put(key_bytes, key, new)
                             dirty = store.dirty
                         else:  # TaskStore.put, inlined
@@ -165,16 +163,13 @@ class FusedAggregate:
                                 own,
                                 offset,
                                 timestamp,
-                                origin_topic,
-                                origin_partition,
-                                origin_offset,
                             )
                             if budget.used > budget.limit:
-                                _set(ctx, offset, timestamp, (origin_topic, origin_partition, origin_offset))
+                                _set(ctx, offset, timestamp)
                                 store.flush()
                                 dirty = store.dirty
                     except Exception as exc:
-                        _set(ctx, offset, timestamp, (origin_topic, origin_partition, origin_offset))
+                        _set(ctx, offset, timestamp)
                         dead_letter(exc, dead_letter_stage(exc), msg)
                         dirty = store.dirty
                 done_offset, done_timestamp = offset, timestamp
@@ -182,14 +177,13 @@ class FusedAggregate:
         finally:
             self.stopped = i
             if i > start:  # where the general path leaves the context: at the last record processed
-                _set(ctx, done_offset, done_timestamp, (topic, own, done_offset))
+                _set(ctx, done_offset, done_timestamp)
 
 
-def _set(ctx: RecordContext, offset: int, timestamp: int, origin: tuple[str, int, int]) -> None:
+def _set(ctx: RecordContext, offset: int, timestamp: int) -> None:
     """The record context of the record being folded, where something may read it."""
     ctx.offset = offset
     ctx.timestamp = timestamp
-    ctx.origin_topic, ctx.origin_partition, ctx.origin_offset = origin
 
 
 def fuse(

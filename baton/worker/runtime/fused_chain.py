@@ -205,7 +205,6 @@ class FusedChain:
         ctx, own = self._ctx, self._partition
         ctx.topic = topic
         ctx.partition = own
-        origin_topic, origin_partition = topic, own  # every record is its own origin (context.py)
         deserialize_key, deserialize_value = self._deserialize_key, self._deserialize_value
         extract, dead_letter, steps = self._extract, self._dead_letter, self._steps
         key_is_raw, value_is_raw = self._key_is_raw, self._value_is_raw
@@ -239,7 +238,6 @@ class FusedChain:
                 if msg.partition() != partition or msg.topic() != topic or msg.error() is not None:
                     break
                 offset: int = msg.offset()  # type: ignore[assignment]
-                origin_offset = offset
                 timestamp = msg.timestamp()[1]
                 raw_key = msg.key()
                 raw_value = msg.value()
@@ -320,11 +318,7 @@ class FusedChain:
                             except Exception:  # the serdes' own serialize: the same bytes, or their own error
                                 key_bytes = None if key is None else key_serde.serialize(key)
                                 value_bytes = None if value is None else value_serde.serialize(value)
-                            if (
-                                to_internal
-                                or gate is None
-                                or gate.allows(origin_topic, origin_partition, origin_offset)
-                            ):
+                            if to_internal or gate is None or gate.allows(topic, own, offset):
                                 send(sink_topic, key_bytes, value_bytes, None, timestamp, None)
                         # -- or an aggregation, of a key or of its time windows -------------------
                         elif key is not None and value is not None:
@@ -378,12 +372,7 @@ class FusedChain:
                                     stored_key = Windowed(key, window_start, window_start + size)
                                 new = aggregator(key, value, current)
                                 if new is None:  # a delete
-                                    _set(
-                                        ctx,
-                                        offset,
-                                        timestamp,
-                                        (origin_topic, origin_partition, origin_offset),
-                                    )
+                                    _set(ctx, offset, timestamp)
                                     store.put(entry_key, stored_key, new)
                                     dirty = store.dirty
                                 else:  # TaskStore.put, inlined
@@ -399,17 +388,9 @@ class FusedChain:
                                         own,
                                         offset,
                                         timestamp,
-                                        origin_topic,
-                                        origin_partition,
-                                        origin_offset,
                                     )
                                     if budget.used > budget.limit:
-                                        _set(
-                                            ctx,
-                                            offset,
-                                            timestamp,
-                                            (origin_topic, origin_partition, origin_offset),
-                                        )
+                                        _set(ctx, offset, timestamp)
                                         store.flush()
                                         dirty = store.dirty
                                 if window_start is not None:
@@ -421,17 +402,12 @@ class FusedChain:
                                 if not folded:
                                     on_late()
                                 if due <= now:  # something closes or expires: _advance has work
-                                    _set(
-                                        ctx,
-                                        offset,
-                                        timestamp,
-                                        (origin_topic, origin_partition, origin_offset),
-                                    )
+                                    _set(ctx, offset, timestamp)
                                     windowed._advance(loaded)
                                     dirty = store.dirty
                                     due = loaded.next_due()
                 except Exception as exc:
-                    _set(ctx, offset, timestamp, (origin_topic, origin_partition, origin_offset))
+                    _set(ctx, offset, timestamp)
                     dead_letter(exc, dead_letter_stage(exc), msg)
                     if agg is not None:
                         dirty = store.dirty
@@ -440,17 +416,16 @@ class FusedChain:
         finally:
             self.stopped = i
             if i > start:  # where the general path leaves the context: at the last record processed
-                _set(ctx, done_offset, done_timestamp, (topic, own, done_offset))
+                _set(ctx, done_offset, done_timestamp)
 
 
 _KEY_ONLY: tuple[None] = (None,)  # a key-value aggregation folds one entry: no window
 
 
-def _set(ctx: RecordContext, offset: int, timestamp: int, origin: tuple[str, int, int]) -> None:
+def _set(ctx: RecordContext, offset: int, timestamp: int) -> None:
     """The record context of the record in the loop, where something may read it."""
     ctx.offset = offset
     ctx.timestamp = timestamp
-    ctx.origin_topic, ctx.origin_partition, ctx.origin_offset = origin
 
 
 def chain(

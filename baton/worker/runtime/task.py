@@ -237,8 +237,8 @@ class Task:
         assert topic is not None
         ctx = self.ctx
         own_partition = self.partition
-        ctx.topic = ctx.origin_topic = topic
-        ctx.partition = ctx.origin_partition = own_partition
+        ctx.topic = topic
+        ctx.partition = own_partition
         extract = source.timestamp
         deserialize_key, deserialize_value = source.deserialize_key, source.deserialize_value
         forward, dead_letter = source.forward, self._dead_letter
@@ -250,7 +250,7 @@ class Task:
                 if msg.partition() != partition or msg.topic() != topic or msg.error() is not None:
                     break  # the end of the run (``run_end``'s test, inlined: once per record)
                 offset = msg.offset()  # type: ignore[assignment]
-                ctx.offset = ctx.origin_offset = offset
+                ctx.offset = offset
                 ctx.timestamp = msg.timestamp()[1]
                 raw_key = msg.key()
                 raw_value = msg.value()
@@ -292,7 +292,7 @@ class Task:
             self._punctuate(schedule.callback, now_ms)
 
     def _punctuate(self, callback: Callable[[int], None], at: int) -> None:
-        """Run a punctuator under the current record's origin (the sink gate decides on it) at time ``at``."""
+        """Run a punctuator under the current record's context (the sink gate decides on it) at time ``at``."""
         ctx = self.ctx
         saved, ctx.timestamp = ctx.timestamp, at
         try:

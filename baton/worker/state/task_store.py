@@ -42,10 +42,10 @@ MISSING: Any = object()
 DELETED: Any = object()
 
 
-# A dirty entry: (key, value, topic, partition, offset, timestamp, origin topic, origin
-# partition, origin offset) of its latest update. A tuple built in place, not an object:
-# one per put, and a class's __init__ call cost 15 % of the click counter's processing.
-_Dirty = tuple[Any, Any, str, int, int, int, str, int, int]
+# A dirty entry: (key, value, topic, partition, offset, timestamp) of its latest update. A
+# tuple built in place, not an object: one per put, and a class's __init__ call cost 15 % of
+# the click counter's processing.
+_Dirty = tuple[Any, Any, str, int, int, int]
 
 
 ENTRY_OVERHEAD = 120  # bytes a dirty entry costs beyond its key and value: dict slots, the tuple
@@ -165,9 +165,6 @@ class TaskStore:
                 ctx.partition,
                 ctx.offset,
                 ctx.timestamp,
-                ctx.origin_topic,
-                ctx.origin_partition,
-                ctx.origin_offset,
             )
             budget = self.budget
             if budget.used > budget.limit:
@@ -248,9 +245,6 @@ class TaskStore:
             ctx.partition,
             ctx.offset,
             ctx.timestamp,
-            ctx.origin_topic,
-            ctx.origin_partition,
-            ctx.origin_offset,
         )
         self._flushing = dirty  # a pipelined commit may finish mid-flush: see _forget_retained
         serialize, pending, send, forward = self._serialize, self._pending, self._send, self.forward
@@ -267,9 +261,6 @@ class TaskStore:
                     ctx.partition,
                     ctx.offset,
                     ctx.timestamp,
-                    ctx.origin_topic,
-                    ctx.origin_partition,
-                    ctx.origin_offset,
                 ) = entry
                 # _log_and_forward, inlined: one call less per flushed entry
                 raw = None if value is None else serialize(value)
@@ -289,9 +280,6 @@ class TaskStore:
                 ctx.partition,
                 ctx.offset,
                 ctx.timestamp,
-                ctx.origin_topic,
-                ctx.origin_partition,
-                ctx.origin_offset,
             ) = saved
 
     def begin_commit(self) -> None:

@@ -8,34 +8,22 @@ from typing import Protocol, TypeAlias
 class RecordContext:
     """Metadata of the record being processed, shared by a task's processors.
 
-    ``origin_*`` is the record the sink gate of blue-green deploys decides on: the record
-    itself, ``topic/partition/offset``. Records read back from a repartition topic are their
-    own origin too. They once carried their input record's in a header, but a topology that
-    repartitions refuses every flip (``topology/splice.py``: each color's repartition topic
-    orders records its own way), so no gate ever has a cut for them to meet, and the header
-    cost ~7 % of such a topology's processing thread (writing it, and librdkafka parsing it on
-    every consumed record). The fields stay apart from ``topic/partition/offset`` so that a
-    store's flush and a gate read one shape everywhere.
+    The sink gate of blue-green deploys decides on ``topic/partition/offset``, the record's
+    own, whose offsets mean the same in both colors. That holds for records read back from a
+    repartition topic too: they once carried their input record's position (the *origin*) in
+    a header, but a topology that repartitions refuses every flip (``topology/splice.py``:
+    each color's repartition topic orders records its own way), so no gate ever has a cut for
+    them to meet, and the header cost ~7 % of such a topology's processing thread (writing it,
+    and librdkafka parsing it on every consumed record).
     """
 
-    __slots__ = (
-        "offset",
-        "origin_offset",
-        "origin_partition",
-        "origin_topic",
-        "partition",
-        "timestamp",
-        "topic",
-    )
+    __slots__ = ("offset", "partition", "timestamp", "topic")
 
     def __init__(self) -> None:
         self.topic = ""
         self.partition = -1
         self.offset = -1
         self.timestamp = 0
-        self.origin_topic = ""
-        self.origin_partition = -1
-        self.origin_offset = -1
 
 
 # the header shape confluent-kafka takes and gives
@@ -57,18 +45,18 @@ class Send(Protocol):
 
 
 class SinkGate(Protocol):
-    """Decides whether a sink record may be emitted, from the origin of the input record.
+    """Decides whether a sink record may be emitted, from the input record's position.
 
     Blue-green deploys install a gate per color that opens and closes at the agreed cut
     offsets; changelog and repartition writes never pass through it (state must stay hot
     in the silent color).
     """
 
-    def allows(self, origin_topic: str, origin_partition: int, origin_offset: int) -> bool: ...
+    def allows(self, topic: str, partition: int, offset: int) -> bool: ...
 
 
 class OpenGate:
     """The gate of a single deployment: everything is emitted."""
 
-    def allows(self, origin_topic: str, origin_partition: int, origin_offset: int) -> bool:
+    def allows(self, topic: str, partition: int, offset: int) -> bool:
         return True

@@ -107,7 +107,7 @@ class PeekProcessor(ProcessorNode):
 
 
 class SinkProcessor(ProcessorNode):
-    """Serializes and sends to a topic. External sinks pass the gate; repartition sinks carry the origin."""
+    """Serializes and sends to a topic. External sinks pass the gate; repartition sinks do not."""
 
     __slots__ = ("ctx", "gate", "internal", "key_serde", "send", "topic", "value_serde")
 
@@ -136,17 +136,13 @@ class SinkProcessor(ProcessorNode):
         ctx = self.ctx
         key_bytes = None if key is None else self.key_serde.serialize(key)
         value_bytes = None if value is None else self.value_serde.serialize(value)
-        if (
-            self.internal
-            or self.gate is None
-            or self.gate.allows(ctx.origin_topic, ctx.origin_partition, ctx.origin_offset)
-        ):
+        if self.internal or self.gate is None or self.gate.allows(ctx.topic, ctx.partition, ctx.offset):
             self.send(self.topic, key_bytes, value_bytes, None, ctx.timestamp, None)
 
     def process_serialized(self, key_bytes: bytes, value_bytes: bytes | None) -> None:
         """``process`` for a key and value already serialized with this sink's serdes (a store's flush)."""
         ctx = self.ctx
-        if self.gate is None or self.gate.allows(ctx.origin_topic, ctx.origin_partition, ctx.origin_offset):
+        if self.gate is None or self.gate.allows(ctx.topic, ctx.partition, ctx.offset):
             self.send(self.topic, key_bytes, value_bytes, None, ctx.timestamp, None)
 
 

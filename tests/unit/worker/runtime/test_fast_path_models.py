@@ -2,16 +2,17 @@
 
 ``test_fused_model.py`` checks ``runtime/fused.py`` this way; these check the loops of
 ``runtime/fused_chain.py``: a line of stateless steps into a sink (an output topic, or a
-repartition topic with origin headers), a stream-table join (a tailed table written between
+repartition topic), a stream-table join (a tailed table written between
 runs, a processed one, a filtered one), and an aggregation of keys or of time windows folded
-in the write cache (from an input topic, or from a repartition topic with origin headers).
+in the write cache (from an input topic, or from a repartition topic, with headers that
+neither path may read).
 Each machine builds two tasks of one random topology, one with its fast path and one without
 (``Task(fuse_aggregations=False)``), hands both the same real ``confluent_kafka.Message``
 records in runs of any length (bad keys and values, tombstones, null keys, refused
 timestamps, records late past the grace period, user functions that raise or return what the
 serde refuses, keys and values as the compactor's replay hands them in: ``bytearray``), and
 flushes, commits and aborts between runs, with a write cache small enough to flush in the
-middle of a run, under a blue-green gate that reads origins or an open one. After every step
+middle of a run, under a blue-green gate that reads each record's position or an open one. After every step
 the two must agree on everything the runtime and the user can see: every record sent (topic,
 key, value, partition, headers, timestamp), every dead letter (stage, offset, the error's type
 and message), late records, where each ``process_run`` call stopped, the persistent stores
@@ -20,7 +21,7 @@ and what the stores answer, the positions, stream time and the record context le
 It found a replayed ``bytearray`` key used as a store key (unhashable: the record was
 dead-lettered where the general path counted it). Each of these changes to the loop fails
 it: a window closing one millisecond late, ``_advance`` skipped when due, a late record not
-counted, the origin's offset for the record's own, a changed value sent as the record's own
+counted, a changed value sent as the record's own
 bytes, a sink that ignores the gate, the C serializer's error words in a dead letter, an
 inner join that keeps unmatched records, a table's stale rows kept after a write.
 """

@@ -2,7 +2,7 @@
 
 Two tasks of the same topology, one with the fused loop and one without
 (``fuse_aggregations=False``), get the same real ``confluent_kafka.Message`` records in runs
-of any length, across two input topics or from a repartition topic (origin headers), with bad keys and values, tombstones, null keys,
+of any length, across two input topics or from a repartition topic (with headers neither path may read), with bad keys and values, tombstones, null keys,
 timestamps the extractor refuses, an aggregator that deletes or raises, and a write cache
 small enough to flush in the middle of a run; between runs, flushes, commits and aborts.
 After every step they must agree on everything the runtime and the user can see:

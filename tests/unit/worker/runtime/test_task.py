@@ -185,7 +185,7 @@ def test_a_repartition_record_carries_no_header_and_is_its_own_origin_downstream
     assert (topic, key, headers) == ("app-by-c-repartition", b"x", None)
     downstream, sent2, _dead2, _stores2 = make_task(t, caching=False, sub=1)
     downstream.process(Msg("app-by-c-repartition", 4, key, value, 0, [("baton.origin", b"0:9:orders")]))
-    assert (downstream.ctx.origin_topic, downstream.ctx.origin_offset) == ("app-by-c-repartition", 4)
+    assert (downstream.ctx.topic, downstream.ctx.offset) == ("app-by-c-repartition", 4)
     assert sent2.to("app-n-changelog") == [(b"x", b"1")]
 
 
