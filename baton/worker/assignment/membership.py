@@ -17,6 +17,12 @@ What crosses threads, and why it is safe:
 * exactly-once fencing stays the broker's: transactional offset commits carry this
   membership's generation and member id (``wire.librdkafka_group_metadata``), so a
   zombie whose tasks moved fails its commit and aborts;
+* under exactly-once, a member that holds tasks commits before its JoinGroup: the
+  ``Rejoining`` event asks the processing thread to commit under the current generation
+  (which the broker keeps until this member has joined) and to cut no commit until the
+  next assignment is applied, and the JoinGroup waits for that commit (bounded). A commit
+  in flight when the generation moved used to be refused and its transaction aborted
+  (docs/architecture.md, "The commit barrier at rejoin");
 * at-least-once offset commits carry the same identity: they go through this client,
   executed on its thread between polls.
 
@@ -59,6 +65,7 @@ __all__ = [  # lags_from is leader.py's, importable from here as before
     "GroupSettings",
     "Lost",
     "Membership",
+    "Rejoining",
     "Revoked",
     "RolesChanged",
     "StaleCommit",
@@ -68,6 +75,9 @@ __all__ = [  # lags_from is leader.py's, importable from here as before
 
 TP = tuple[str, int]
 REVOKE_WAIT_SECONDS = 60.0  # a revocation waits this long for the processing thread's commit
+# a JoinGroup waits this long at most for the commit before it (a third of the session at most:
+# kafka-python sends no heartbeat meanwhile, and the broker waits for no JoinGroup of ours yet)
+REJOIN_COMMIT_WAIT_SECONDS = 5.0
 FIRST_FOLLOWUP_SECONDS = 0.05  # the first time: the receiver rejoins at once (see assignment_received)
 ENDS_REFRESH_SECONDS = 2.0  # how stale the changelog ends behind the leader's lags may be
 
@@ -88,6 +98,22 @@ class Revoked:
 
 
 @dataclass(frozen=True)
+class Rejoining:
+    """This member is about to send its JoinGroup: commit now, then cut no commit until the
+    next ``RolesChanged`` (the processing thread's part of the commit barrier at rejoin).
+
+    ``commit`` is False when the generation has already moved past the held assignment's (a
+    rejoin after a failed SyncGroup): a commit would be refused, so only the pause holds.
+    ``done`` is set by the processing thread once its commit has ended; ``abandoned`` by the
+    membership thread when it stopped waiting and joined anyway, too late to commit.
+    """
+
+    commit: bool
+    done: threading.Event = field(default_factory=threading.Event, compare=False)
+    abandoned: threading.Event = field(default_factory=threading.Event, compare=False)
+
+
+@dataclass(frozen=True)
 class Lost:
     partitions: list[TP]
 
@@ -100,7 +126,7 @@ class RolesChanged:
     member: str = ""  # the member id it came under: the processing thread hands it back (Membership.applied)
 
 
-Event = Assigned | Revoked | Lost | RolesChanged
+Event = Assigned | Revoked | Lost | RolesChanged | Rejoining
 
 
 @dataclass(frozen=True)
@@ -187,11 +213,16 @@ class Membership(threading.Thread):
         before_join: Callable[[], None] | None = None,
         *,
         last_progress: Callable[[], float] | None = None,
+        commit_before_rejoin: bool = False,
     ) -> None:
         """``before_join`` runs once, right before the first JoinGroup (a pod's processes
         join together: ``processes/join.py``). ``last_progress`` is the monotonic time at
-        which the processing thread was last back in its loop (liveness, :meth:`_liveness`)."""
+        which the processing thread was last back in its loop (liveness, :meth:`_liveness`).
+        ``commit_before_rejoin`` (exactly-once) raises the commit barrier before every
+        JoinGroup of a member holding tasks (:meth:`_commit_barrier`)."""
         super().__init__(name="baton-membership", daemon=True)
+        self._commit_before_rejoin = commit_before_rejoin
+        self._assigned_generation = -1  # the generation of the last assignment received
         self._before_join = before_join
         self._last_progress = last_progress
         self.left_for_stall = False  # out of the group while the processing thread is stuck
@@ -422,7 +453,9 @@ class Membership(threading.Thread):
         would pass, and the task's output would be committed twice. A commit that races an
         ordinary rebalance (kept partitions, cooperative protocol) is refused the same way,
         its transaction aborted and redone from the committed offsets: always safe, as in
-        Kafka Streams, where such a commit fails with the consumer's own generation."""
+        Kafka Streams, where such a commit fails with the consumer's own generation. Under
+        exactly-once the commit barrier before this member's JoinGroup
+        (:meth:`_commit_barrier`) keeps its commits from racing its own rebalances."""
         consumer = self._consumer
         if consumer is None:
             return librdkafka_group_metadata(self.settings.group_id, -1, "", self.settings.instance_id)
@@ -544,8 +577,59 @@ class Membership(threading.Thread):
         # KafkaConsumer has no public "enforce rebalance"; the coordinator's request_rejoin is that call
         consumer._coordinator.request_rejoin()
 
+    @property
+    def _barrier_wait(self) -> float:
+        session = float(self._client_config.get("session_timeout_ms", 45_000)) / 1000
+        return min(REJOIN_COMMIT_WAIT_SECONDS, session / 3)
+
+    def _commit_barrier(self) -> None:
+        """Right before a JoinGroup (on kafka-python's I/O thread): let the processing thread
+        commit under the current generation, and wait for that commit (bounded).
+
+        The broker moves the group to the next generation only once every member has sent
+        its JoinGroup, so until this one is sent the held generation is the group's and the
+        commit is accepted; one still in flight when the join completes is refused
+        (ILLEGAL_GENERATION) and its whole transaction aborted. The processing thread then
+        cuts no commit until it applies the next assignment (``Rejoining``). A member that
+        holds no task, or whose membership ended (its tasks are lost, not committed), has
+        nothing to commit; a generation that already moved past the held assignment's (a
+        rejoin after a failed SyncGroup) would refuse the commit, so only the pause is
+        asked for. The wait is bounded well below the session timeout (no heartbeat goes
+        out meanwhile) and the rebalance timeout: past it the member joins anyway, and a
+        commit still in flight may be refused, as before the barrier; a zombie's commit is
+        refused by the broker whatever the barrier does.
+        """
+        consumer = self._consumer
+        if (
+            not self._commit_before_rejoin
+            or consumer is None
+            or self._stopping.is_set()
+            or self._closing_lost
+        ):
+            return
+        if not self._owned or not self._membership_continues():
+            return
+        current = int(consumer.group_metadata().generation_id) == self._assigned_generation
+        event = Rejoining(commit=current)
+        self.events.put(event)
+        if not current:
+            return
+        started = time.monotonic()
+        if not event.done.wait(self._barrier_wait):
+            event.abandoned.set()
+            log.warning(
+                "the commit before rejoining did not end in time; rejoining anyway",
+                extra={"group": self.settings.group_id, "seconds": self._barrier_wait},
+            )
+            return
+        log.info(  # what the barrier adds to the rebalance
+            "committed before rejoining",
+            extra={"group": self.settings.group_id, "ms": round((time.monotonic() - started) * 1000, 1)},
+        )
+
     def subscription_metadata(self, topics: Collection[str]) -> ConsumerProtocolSubscription:
         self._pod_mates_missing = False  # a new JoinGroup: what a leader saw last round is moot
+        self._commit_barrier()
         # A member joining again under a new member id claims nothing: what it held was lost with
         # its old membership (``_lost_with_membership``), and another member may own it now. A
         # stale claim made the leader hand those partitions back while their owner still held them.
@@ -595,6 +679,7 @@ class Membership(threading.Thread):
             log.error("assignment user data unreadable; hosting no standbys", extra={"error": str(exc)})
             roles = Roles()
         self._roles = roles
+        self._assigned_generation = generation
         owned = frozenset((tp.topic, tp.partition) for tp in assignment.partitions())
         lost = self._lost_with_membership(generation)
         self.events.put(RolesChanged(generation, roles, owned, self._member_id()))

@@ -65,7 +65,12 @@ those waits to a committer thread and goes on processing. What makes that safe:
   offsets, so the records processed meanwhile are processed again, as after any failed
   commit.
 * Every commit that is not the loop's periodic one (a revocation, a flip's drain markers,
-  shutdown) waits for its own end, as before.
+  shutdown, the commit barrier before the member's JoinGroup) waits for its own end, as
+  before.
+* No commit is in flight while the member rejoins, and none is cut until the next
+  assignment is applied (``Worker._before_rejoin``): one cut under a generation the join
+  ends would be refused, and its whole transaction aborted (docs/architecture.md, "The
+  commit barrier at rejoin").
 * The periodic commit never waits for the one before it. When it comes due with that one
   still in flight, the loop goes on processing and commits at its first turn after that
   one is done, as Flink starts no checkpoint while one is in progress. A worker with spare

@@ -40,6 +40,7 @@ from baton.worker.assignment.membership import (
     GroupSettings,
     Lost,
     Membership,
+    Rejoining,
     Revoked,
     RolesChanged,
 )
@@ -118,6 +119,10 @@ class Worker:
         self._failed: BaseException | None = None
         self._joined = False
         self._heartbeat = time.monotonic()
+        # set by the commit barrier at rejoin (``_before_rejoin``): no periodic commit is cut until
+        # the next assignment is applied, or this monotonic time, whichever comes first
+        self._commits_paused_until: float | None = None
+        self._commit_pause_limit = 5.0  # half the producer's transaction timeout (set in run())
         self.http_port: int | None = None
         # standbys and warmups: this member's roles from the latest assignment, applied when dirty
         self._roles = Roles()
@@ -227,7 +232,11 @@ class Worker:
             end_offsets=self.topics.end_offsets,
             before_join=self._before_join,
             last_progress=lambda: self._heartbeat,
+            commit_before_rejoin=self.eos,
         )
+        # a pause past the transaction timeout would have the broker abort the open transaction
+        timeout_ms = float(self.clients.producer().get("transaction.timeout.ms", 60_000))
+        self._commit_pause_limit = timeout_ms / 2000
         self.guarantee: Guarantee = (ExactlyOnce if self.eos else AtLeastOnce)(self.output, self.membership)
         self.guarantee.start()
         self.restorer = Restorer(
@@ -441,8 +450,18 @@ class Worker:
 
         A periodic commit due while the one before still waits on the broker does not wait
         for it: the loop goes on processing and commits at its first turn after that one is
-        done (commit.py, "Pipelined exactly-once commits"), so ``due`` stays as it was.
+        done (commit.py, "Pipelined exactly-once commits"), so ``due`` stays as it was. Nor
+        is one cut while the member rejoins (``_before_rejoin``): it stays due until the next
+        assignment is applied.
         """
+        if self._commits_paused_until is not None:
+            if time.monotonic() < self._commits_paused_until:
+                return due
+            self._commits_paused_until = None
+            log.warning(
+                "no assignment since rejoining; committing again before the transaction times out",
+                extra={"seconds": self._commit_pause_limit},
+            )
         if self.guarantee.unsettled:
             self._settle()
         if self.guarantee.unsettled:
@@ -563,6 +582,25 @@ class Worker:
                     event.done.set()
             elif isinstance(event, Lost):
                 self._on_lost(event.partitions)
+            elif isinstance(event, Rejoining):
+                try:
+                    self._before_rejoin(event)
+                finally:
+                    event.done.set()
+
+    def _before_rejoin(self, event: Rejoining) -> None:
+        """The commit barrier at rejoin (exactly-once; docs/architecture.md): the membership is
+        about to send its JoinGroup, and the group keeps the held generation until it has. What
+        was processed is committed under it now, the JoinGroup waiting for it, and no periodic
+        commit is cut until the next assignment is applied: cut meanwhile, it would name a
+        generation the join may end at any moment, and be refused with its whole transaction.
+
+        The pause is bounded by half the transaction timeout: a rebalance that waits longer
+        (a static member's session running out) must not have the broker abort the open
+        transaction; the commit then risks the refusal, as every commit did before."""
+        self._commits_paused_until = time.monotonic() + self._commit_pause_limit
+        if event.commit and not event.abandoned.is_set() and self._failed is None:
+            self._commit()
 
     def _roles_changed(self, event: RolesChanged) -> None:
         roles = event.roles
@@ -573,6 +611,7 @@ class Worker:
         self._assignment_version += 1  # a flip in preparation must report for this generation
         self._generation = event.generation
         self.membership.applied(event)
+        self._commits_paused_until = None  # commits name this generation from now on
         log.info(
             "assignment received",
             extra={
