@@ -182,6 +182,56 @@ def _stable_at(consumer: KafkaConsumer, generation: int) -> bool:
     return bool(meta.state == MemberState.STABLE and int(meta.generation_id) == generation)
 
 
+def _keep_finished_joins(coordinator: Any) -> None:
+    """Have kafka-python apply a JoinGroup/SyncGroup round that ended after the poll that
+    drove it stopped waiting, instead of dropping it and sending another JoinGroup.
+
+    kafka-python (3.0.12) runs the round as a task; a poll whose timeout expires leaves it in
+    flight for the next poll to await. A round that ends between two polls, though, is taken
+    for one never started: the next poll sends a new JoinGroup and drops the assignment the
+    broker has handed out. From the leader that JoinGroup starts another rebalance, which the
+    members already synced into the generation hear of only at their next heartbeat: a
+    pod's second process idled for that heartbeat (10 s in tests/integration/
+    test_processes_per_pod.py, 2 of 3 full-suite runs, whose load makes the rounds straddle
+    ``poll``'s 100 ms). So the round's assignment is kept until the coordinator applies it,
+    and the next round returns it at once, unless something since asked for a fresh join (a
+    ``request_rejoin``, or a reset generation: then it rejoins as before).
+    """
+    names = ("_do_join_and_sync_async", "_on_join_complete_async", "request_rejoin", "_generation")
+    if not all(hasattr(coordinator, name) for name in names):  # another kafka-python than 3.0.12's
+        log.warning("kafka-python's join internals changed: a join that ends between polls may be redone")
+        return
+    run_round = coordinator._do_join_and_sync_async
+    complete = coordinator._on_join_complete_async
+    request_rejoin = coordinator.request_rejoin
+    ended: list[tuple[Any, Any]] = []  # (generation, assignment) of a round not applied yet
+
+    async def join_and_sync() -> Any:
+        if ended:
+            generation, assignment = ended.pop()
+            if generation is coordinator._generation:
+                log.info(
+                    "applying the join that ended after the poll stopped waiting for it",
+                    extra={"generation": generation.generation_id},
+                )
+                return assignment
+        assignment = await run_round()
+        ended[:] = [(coordinator._generation, assignment)]
+        return assignment
+
+    async def join_complete(*args: Any, **kwargs: Any) -> Any:
+        ended.clear()
+        return await complete(*args, **kwargs)
+
+    def rejoin_requested() -> None:
+        ended.clear()
+        request_rejoin()
+
+    coordinator._do_join_and_sync_async = join_and_sync
+    coordinator._on_join_complete_async = join_complete
+    coordinator.request_rejoin = rejoin_requested
+
+
 def _log_failed_commit(offsets: object, response: object) -> None:
     if isinstance(response, Exception):
         log.warning("offset commit at revocation failed", extra={"error": str(response)})
@@ -268,6 +318,7 @@ class Membership(threading.Thread):
             **self._client_config,
         )
         self._consumer = consumer
+        _keep_finished_joins(consumer._coordinator)
         consumer.subscribe(sorted(self.settings.topic_to_sub), listener=_Listener(self))
         # Know every input topic's partitions before the first JoinGroup: a leader that joins
         # before its metadata arrives assigns no tasks of the topics it does not know yet. It
