@@ -12,9 +12,9 @@ settings, in runs of 500 records as ``consume()`` hands them over, and a commit 
 flush, RocksDB batch) every 12,500 input records. The topologies (``SCENARIOS``): the click
 counter (examples/click_counter.py), issue 50's windowed/repartition topology and a
 stream-table join (the shapes of bench/topologies/page_windows.py and click_enrichment.py),
-and sessions (examples/page_views.py's shape). A topology of two sub-topologies runs both
-tasks: what the first sends to its repartition topic becomes the second's input, origin
-headers and all, run by run, as a worker interleaves them (turning sent records into
+sessions (examples/page_views.py's shape), and hopping and sliding windows. A topology of two
+sub-topologies runs both tasks: what the first sends to its repartition topic becomes the
+second's input, run by run, as a worker interleaves them (turning sent records into
 consumed ones is not timed). ``send`` counts records and copies a repartition record's
 value, as librdkafka does. Reported per input record: CPU (``time.process_time``, the best
 of ``--repeat`` runs; paths alternate, so a change of the machine's speed meets each alike),
@@ -61,7 +61,7 @@ from confluent_kafka import Message
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from baton import JSON, STR, Topology, sessions, tumbling, until_window_closes
+from baton import JSON, STR, Topology, hopping, sessions, sliding, tumbling, until_window_closes
 from baton.testing import WorkerProcess, wait_for
 from baton.worker.naming import TaskId
 from baton.worker.runtime.memory import keep_heap_top, settle_garbage_collector
@@ -211,6 +211,35 @@ def _windowed_repartition() -> Topology:
     return topology
 
 
+def _hopping() -> Topology:
+    """Clicks per page in 1-minute windows every 10 s (six windows a click), 10 s of grace."""
+    topology = Topology()
+    (
+        topology.stream("clicks", key=STR, value=JSON)
+        .group_by(lambda _user, click: click["page"], key=STR, name="clicks-by-page")
+        .windowed_by(hopping(60_000, advance=10_000, grace=10_000))
+        .count(store="page-counts")
+        .to_stream()
+        .to("page-counts", value=JSON)
+    )
+    return topology
+
+
+def _sliding() -> Topology:
+    """Clicks per user in sliding windows of 30 s (each window a set of clicks at most 30 s
+    apart), 10 s of grace: a click opens windows and falls in its neighbours'."""
+    topology = Topology()
+    (
+        topology.stream("clicks", key=STR, value=JSON)
+        .group_by_key()
+        .windowed_by(sliding(30_000, grace=10_000))
+        .count(store="user-windows")
+        .to_stream()
+        .to("user-windows", value=JSON)
+    )
+    return topology
+
+
 def _sessions() -> Topology:
     """examples/page_views.py's shape: each user's clicks in sessions (30 s of inactivity close
     one, 10 s of grace), a session's final count and pages written once it closes."""
@@ -325,6 +354,8 @@ SCENARIOS = {
     "click-counter": Scenario(_click_counter),
     "windowed-repartition": Scenario(_windowed_repartition),
     "sessions": Scenario(_sessions),
+    "hopping": Scenario(_hopping),
+    "sliding": Scenario(_sliding),
     "stream-table-join": Scenario(
         _stream_table_join, fill=lambda name, store: _users(store) if name == "users" else None
     ),

@@ -222,7 +222,7 @@ class TaskStore:
 
         ``keys``: only those of them (an expiry's windows). Flushing the whole cache there
         emptied it whenever a window still dirty expired, which for sliding windows is nearly
-        every record: the cache then collapsed nothing (docs/architecture.md, "Windows that close").
+        every record: the cache then collapsed nothing (docs/benchmarks.md, "Measured design choices": window-reads).
         """
         if self.before_flush is not None:
             self.before_flush()

@@ -291,7 +291,7 @@ class SlidingWindowAggregateProcessor(_WindowedAggregate):
             window = Windowed(key, start, start + d)
             window_key = self.key_serialize(window)
             # a new window (not in the index) needs no store read: about half of what a record
-            # touches here, each a RocksDB miss (docs/architecture.md, "Windows that close")
+            # touches here, each a RocksDB miss (docs/benchmarks.md, "Measured design choices": window-reads)
             current = store.get(window_key) if window_key in index else MISSING
             if current is MISSING:
                 current = self._fold(key, inner, start, start + d)
