@@ -38,9 +38,11 @@ from tests.support.event_time import expiring, retention_ms
 # loaded run). Tests of the standalone Spark cluster go to a third, one after the other (its two
 # one-core workers serve one application at a time). Kafka-only tests spread over all workers:
 # each has its own topics and groups, and most of their time is waiting on the broker.
-# The StreamApp CRD is cluster-wide: the two tests that change it take `crd_lock` (exclusive,
-# across the workers), and every other test of the Kubernetes API holds it shared (`_crd_shared`),
-# so none runs against a CRD another test is changing.
+# CRDs are cluster-wide: the tests that change one (the StreamApp CRD's two, and the one that
+# deletes the Spark Operator's ScheduledSparkApplication CRD, whose deletion stops every
+# operator watching that kind) take `crd_lock` (exclusive, across the workers), and every other
+# test of the Kubernetes API holds it shared (`_crd_shared`), so none runs against a CRD
+# another test is changing.
 # The roots only: `kube`, `kubectl`, `namespace` and `operator` all depend on `kube_stack`, and
 # an item's fixturenames hold the whole closure.
 CLUSTER_FIXTURES = frozenset({"node", "runtime_image", "compactor_image"})
@@ -78,7 +80,8 @@ def _flock(mode: int) -> Iterator[None]:
 
 @pytest.fixture
 def crd_lock() -> Iterator[None]:
-    """Held by a test that changes the cluster-wide StreamApp CRD, or checks cluster-wide state
+    """Held by a test that changes a cluster-wide CRD (the StreamApp one, or deletes the Spark
+    Operator's ScheduledSparkApplication one), or checks cluster-wide state
     other releases would change (the aggregated view and edit roles), alone: across
     pytest-xdist's worker processes, no other test of the Kubernetes API runs meanwhile
     (``_crd_shared``)."""

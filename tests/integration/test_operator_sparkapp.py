@@ -48,8 +48,12 @@ def _events(kubectl: KubectlFn, namespace: str, reason: str) -> list[str]:
 
 
 def test_the_operator_runs_compaction_as_a_scheduled_spark_application(
-    operator: Callable[..., OperatorProcess], kubectl: KubectlFn, namespace: str
+    crd_lock: None, operator: Callable[..., OperatorProcess], kubectl: KubectlFn, namespace: str
 ) -> None:
+    """Deletes the cluster-wide ScheduledSparkApplication CRD, so it runs alone (``crd_lock``):
+    an operator of another test watching that kind lost its watch to a 404 and stopped (kopf's
+    "Multidimensional multitasker has failed"), which failed tests/e2e/test_deploy_bluegreen.py
+    once in a full run."""
     kubectl("delete", "crd", CRD, "--ignore-not-found", "--wait=true", "--timeout=60s")
     operator("--no-kafka", "--standalone")
     compaction = {
