@@ -78,7 +78,7 @@ def make_task(
 
     class Gate:
         def allows(self, topic: str, partition: int, offset: int) -> bool:
-            return offset != 1  # a closed gate for one origin offset
+            return offset != 1  # a closed gate for one input offset
 
     task = Task(
         TaskId(sub, 0),
@@ -96,7 +96,7 @@ def make_task(
 
 
 class EveryThirdHeldBack:
-    """A blue-green sink gate that reads the origin of each output record (an open gate does not)."""
+    """A blue-green sink gate that reads the input position of each output record (an open gate does not)."""
 
     def allows(self, topic: str, partition: int, offset: int) -> bool:
         return offset % 3 != 1

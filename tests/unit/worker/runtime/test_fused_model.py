@@ -11,8 +11,8 @@ After every step they must agree on everything the runtime and the user can see:
 * every dead letter (stage, offset and the error's type and message);
 * the persistent stores, what the stores answer for every key, and the positions to
   commit (also where each ``process_run`` call stopped);
-* the record context left behind (a flush and a punctuator read it), and the origin of
-  each output record (a blue-green sink gate decides on it).
+* the record context left behind (a flush and a punctuator read it), and the input
+  position of each output record (a blue-green sink gate decides on it).
 """
 
 from __future__ import annotations
