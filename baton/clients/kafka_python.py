@@ -11,7 +11,10 @@ OIDC client credentials.
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from typing import Any
+
+from kafka import KafkaAdminClient
 
 from baton.clients.oauth import ClientCredentialsTokenProvider
 from baton.clients.settings import KafkaSettings, OAuthClientCredentials, TlsFiles
@@ -38,6 +41,12 @@ def kafka_python_config(settings: KafkaSettings) -> dict[str, Any]:
     if isinstance(oauth, OAuthClientCredentials):
         out["sasl_oauth_token_provider"] = ClientCredentialsTokenProvider(oauth, verify=_verify(settings))
     return out
+
+
+def admin_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A member's kafka-python keyword arguments trimmed to what ``KafkaAdminClient`` takes,
+    which refuses the others (the group timings are a member's, not an admin's)."""
+    return {k: v for k, v in config.items() if k in KafkaAdminClient.DEFAULT_CONFIG}
 
 
 def _verify(settings: KafkaSettings) -> bool | str:

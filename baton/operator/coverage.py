@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 from kafka.admin import KafkaAdminClient
 
-from baton.clients.kafka_python import kafka_python_config
+from baton.clients.kafka_python import admin_config, kafka_python_config
 from baton.clients.settings import OPERATOR_CLIENTS, KafkaSettings
 from baton.worker.assignment.model import StandbyCoverage
 from baton.worker.assignment.wire import BadUserData, Roles, Subscription
@@ -115,11 +115,9 @@ def roles_from(description: Mapping[str, Any]) -> GroupRoles | None:
 def describe(client_config: Mapping[str, str], groups: list[str]) -> dict[str, Mapping[str, Any]]:
     """kafka-python's descriptions of ``groups`` (one client, one request per coordinator)."""
     settings = KafkaSettings.of(client_config["bootstrap.servers"], client_config, clients=OPERATOR_CLIENTS)
-    config = kafka_python_config(settings)
-    config.pop("max_poll_interval_ms", None)  # group timings are a member's, not an admin's
-    config.pop("session_timeout_ms", None)
-    config.pop("heartbeat_interval_ms", None)
-    admin = KafkaAdminClient(**config, request_timeout_ms=TIMEOUT_MS)
+    admin = KafkaAdminClient(
+        **{**admin_config(kafka_python_config(settings)), "request_timeout_ms": TIMEOUT_MS}
+    )
     try:
         described = admin.describe_groups(groups)
     finally:

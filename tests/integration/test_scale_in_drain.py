@@ -151,3 +151,56 @@ def test_the_drain_mark_and_the_group_read_work_over_a_secured_listener(
         assert roles is not None and roles.members == 1, roles
     finally:
         worker.stop()
+
+
+def test_a_pod_marked_to_drain_leaves_the_group_when_it_stops(
+    kafka_bootstrap: str, new_topic: Callable[..., str], unique_name: str, tmp_path: Path
+) -> None:
+    """The Pod a scale-in removes is a static member, which sends no LeaveGroup when it closes:
+    without more, the group kept it for its whole session timeout (45 s), and every rebalance
+    meanwhile waited for it. Marked to drain, it leaves as it stops; an unmarked static member
+    that stops stays in the group (a restarted Pod takes its place without a rebalance)."""
+    base, clicks, counts = unique_name, new_topic(partitions=4), new_topic(partitions=4)
+    group = f"{base}-blue"
+    args = ["--no-write-cache", "--num-standby-replicas", "1", "--probing-rebalance-interval-ms", "2000"]
+    workers = [_pod(kafka_bootstrap, base, (clicks, counts), tmp_path, i, args=args) for i in range(3)]
+    try:
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.wait_ready(120)
+        with SteadyInput(kafka_bootstrap, clicks, rate=200) as steady:
+
+            def members(n: int) -> Callable[[], bool]:
+                def check() -> bool:
+                    roles = _roles(kafka_bootstrap, group)
+                    return roles is not None and roles.members == n
+
+                return check
+
+            wait_for("three members", members(3), 120, every=1)
+            time.sleep(3)  # the standbys catch up
+            write_draining(kafka_bootstrap, control_topic(base), {}, "blue", frozenset({"pod-2"}))
+
+            def drained() -> bool:
+                roles = _roles(kafka_bootstrap, group)
+                return roles is not None and roles.members == 3 and roles.actives_on({"pod-2"}) == 0
+
+            wait_for("pod-2 never released its tasks", drained, 90, every=0.5)
+            workers[2].stop()
+            # well inside the 45 s session timeout, which alone removed it before
+            wait_for("pod-2, stopped while marked to drain, still a member", members(2), 15, every=0.5)
+            assert any(str(x.get("msg", "")).startswith("left the group for good") for x in workers[2].logs())
+
+            workers[1].stop()  # not marked: a static member that stops keeps its place for its session
+            time.sleep(8)
+            assert members(2)(), "an unmarked static member left the group when it stopped"
+            assert not any(str(x.get("msg", "")).startswith("left the group") for x in workers[1].logs())
+            workers[1].start().wait_ready(120)  # and its restart takes that place back
+            time.sleep(2)
+        sent = steady.sent
+        wait_for("final counts", lambda: latest_counts(kafka_bootstrap, counts) == dict(sent), 120)
+        assert_exact(kafka_bootstrap, counts, sent)
+    finally:
+        for w in workers:
+            w.stop()

@@ -43,13 +43,16 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka import KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.admin import MemberToRemove
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor, RebalanceProtocol
+from kafka.errors import NoError
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kafka.structs import MemberState, OffsetAndMetadata
 from kafka.structs import TopicPartition as KTopicPartition
 
+from baton.clients.kafka_python import admin_config
 from baton.worker.assignment.fencing import Identity, commit_identity, membership_ended, refused_before_send
 from baton.worker.assignment.leader import FOLLOWUP_SECONDS, lags_from, leader_assignment
 from baton.worker.assignment.model import AssignorConfig
@@ -375,10 +378,48 @@ class Membership(threading.Thread):
             log.exception("group membership failed")
         finally:
             self._fail_commits()
+            member_id = self._member_id()  # closing forgets it
             try:
                 consumer.close(autocommit=False, timeout_ms=5000)
             except Exception as exc:
                 log.info("closing the membership client failed", extra={"error": str(exc)})
+            if self._draining and self._stopping.is_set() and self.settings.instance_id:
+                self._leave_for_good(member_id)
+
+    def _leave_for_good(self, member_id: str) -> None:
+        """A static member marked to drain stops: it leaves the group instead of letting the
+        broker wait out its session.
+
+        A static member sends no LeaveGroup when it closes (KIP-345: a restarted Pod takes its
+        place under the same ``group.instance.id`` with no rebalance), so the group kept a Pod
+        removed by a scale-in for the whole session timeout, and every rebalance meanwhile
+        waited for it: 35-45 s in each scale-in on the node, with the other members' commits
+        paused by the barrier at rejoin. A Pod marked to drain goes for good, so it is removed
+        as Kafka Streams' ``close(leaveGroup=true)`` (KIP-812) and the admin's
+        ``removeMembersFromConsumerGroup`` do it. The member id guards a newer incarnation under
+        the same instance id: the broker refuses to remove one that is not this member. If
+        this fails, the session timeout removes the member, as before.
+        """
+        members = [MemberToRemove(member_id=member_id or None, group_instance_id=self.settings.instance_id)]
+        admin: KafkaAdminClient | None = None
+        try:
+            admin = KafkaAdminClient(**{**admin_config(self._client_config), "request_timeout_ms": 5000})
+            errors = admin.remove_group_members(self.settings.group_id, members)
+            error = next(iter(errors.values()), None) if errors else None
+            if error is not None and error is not NoError:
+                raise error()
+            log.info(
+                "left the group for good: this Pod was marked to drain",
+                extra={"group": self.settings.group_id, "instance_id": self.settings.instance_id},
+            )
+        except Exception as exc:
+            log.warning(
+                "could not leave the group; the broker removes this member after its session timeout",
+                extra={"group": self.settings.group_id, "error": str(exc) or type(exc).__name__},
+            )
+        finally:
+            if admin is not None:
+                admin.close()
 
     @property
     def max_poll_interval_s(self) -> float:
