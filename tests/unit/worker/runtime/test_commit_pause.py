@@ -4,16 +4,17 @@ The barrier at rejoin (docs/architecture.md) holds periodic commits until the ne
 a rejoin that outlasts half the transaction timeout gets one commit per pause, which keeps
 the open transaction alive, and not the periodic commits back, one of which would be in
 flight when the generation moves. The broker's side is
-``tests/integration/test_eos_rebalance_commits.py``; here the clock is the test's.
+``tests/integration/test_eos_rebalance_commits.py``; here the clock is the test's
+(``time.monotonic``, patched for the test's length).
 """
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
 
-from baton.worker.runtime import worker as worker_module
 from baton.worker.runtime.worker import Worker
 
 pytestmark = pytest.mark.unit
@@ -53,7 +54,7 @@ def _run(w: Worker, clock: _Clock, seconds: float) -> None:
 
 def test_no_pause_commits_every_interval(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = _Clock()
-    monkeypatch.setattr(worker_module.time, "monotonic", clock)
+    monkeypatch.setattr(time, "monotonic", clock)  # the worker's clock
     w, commits = _worker(clock, paused_for=None)
     _run(w, clock, 2.0)
     assert 18 <= len(commits) <= 21
@@ -63,7 +64,7 @@ def test_a_long_rejoin_gets_one_commit_per_pause(monkeypatch: pytest.MonkeyPatch
     """35 s without an assignment (a Pod slow to leave held a scale-in that long): a commit at
     each pause's end, 5 s apart, never the 100 ms cadence back."""
     clock = _Clock()
-    monkeypatch.setattr(worker_module.time, "monotonic", clock)
+    monkeypatch.setattr(time, "monotonic", clock)  # the worker's clock
     start = clock.now
     w, commits = _worker(clock, paused_for=LIMIT)
     _run(w, clock, 35.0)
@@ -75,7 +76,7 @@ def test_a_long_rejoin_gets_one_commit_per_pause(monkeypatch: pytest.MonkeyPatch
 def test_the_assignment_ends_the_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     """What ``_roles_changed`` does on the next assignment: the cadence is back at once."""
     clock = _Clock()
-    monkeypatch.setattr(worker_module.time, "monotonic", clock)
+    monkeypatch.setattr(time, "monotonic", clock)  # the worker's clock
     w, commits = _worker(clock, paused_for=LIMIT)
     _run(w, clock, 7.0)
     assert len(commits) == 1
