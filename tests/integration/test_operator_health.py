@@ -123,8 +123,14 @@ def test_a_deleted_active_statefulset_is_recreated_at_its_own_revision_mid_deplo
         return None if sts is None else str(sts["spec"]["template"]["spec"]["containers"][0]["image"])
 
     apply(kubectl, example_manifest(namespace, image=NEW_IMAGE))
-    wait_for("the deploy gives green the new image", lambda: image("green") == NEW_IMAGE)
-    before = get_json(kubectl, "sapp", "click-counter", "-n", namespace)["status"]
+
+    def deploying() -> dict[str, Any] | None:
+        # the pass applies green's StatefulSet first and writes the status after it: wait for both
+        status = get_json(kubectl, "sapp", "click-counter", "-n", namespace)["status"]
+        target = (status.get("deploy") or {}).get("target")
+        return status if image("green") == NEW_IMAGE and target is not None else None
+
+    before = wait_for("the deploy gives green the new image and says so", deploying)
     assert before["activeColor"] == "blue" and before["deploy"]["target"] == "green"
     old_uid = get_json(kubectl, "statefulset", "click-counter-blue", "-n", namespace)["metadata"]["uid"]
 
