@@ -43,10 +43,13 @@ def kafka_python_config(settings: KafkaSettings) -> dict[str, Any]:
     return out
 
 
-def admin_config(config: Mapping[str, Any]) -> dict[str, Any]:
+def admin_config(config: Mapping[str, Any], request_timeout_ms: int) -> dict[str, Any]:
     """A member's kafka-python keyword arguments trimmed to what ``KafkaAdminClient`` takes,
-    which refuses the others (the group timings are a member's, not an admin's)."""
-    return {k: v for k, v in config.items() if k in KafkaAdminClient.DEFAULT_CONFIG}
+    which refuses the others (the group timings are a member's, not an admin's), with the
+    admin's own request timeout."""
+    out = {k: v for k, v in config.items() if k in KafkaAdminClient.DEFAULT_CONFIG}
+    out["request_timeout_ms"] = request_timeout_ms
+    return out
 
 
 def _verify(settings: KafkaSettings) -> bool | str:

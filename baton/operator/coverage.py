@@ -115,9 +115,7 @@ def roles_from(description: Mapping[str, Any]) -> GroupRoles | None:
 def describe(client_config: Mapping[str, str], groups: list[str]) -> dict[str, Mapping[str, Any]]:
     """kafka-python's descriptions of ``groups`` (one client, one request per coordinator)."""
     settings = KafkaSettings.of(client_config["bootstrap.servers"], client_config, clients=OPERATOR_CLIENTS)
-    admin = KafkaAdminClient(
-        **{**admin_config(kafka_python_config(settings)), "request_timeout_ms": TIMEOUT_MS}
-    )
+    admin = KafkaAdminClient(**admin_config(kafka_python_config(settings), TIMEOUT_MS))
     try:
         described = admin.describe_groups(groups)
     finally:

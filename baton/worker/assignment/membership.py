@@ -403,7 +403,7 @@ class Membership(threading.Thread):
         members = [MemberToRemove(member_id=member_id or None, group_instance_id=self.settings.instance_id)]
         admin: KafkaAdminClient | None = None
         try:
-            admin = KafkaAdminClient(**{**admin_config(self._client_config), "request_timeout_ms": 5000})
+            admin = KafkaAdminClient(**admin_config(self._client_config, request_timeout_ms=5000))
             errors = admin.remove_group_members(self.settings.group_id, members)
             error = next(iter(errors.values()), None) if errors else None
             if error is not None and error is not NoError:

@@ -122,7 +122,7 @@ class Worker:
         # set by the commit barrier at rejoin (``_before_rejoin``): no periodic commit is cut until
         # the next assignment is applied, or this monotonic time, whichever comes first
         self._commits_paused_until: float | None = None
-        self._commit_pause_limit = 5.0  # half the producer's transaction timeout (set in run())
+        self._commit_pause_limit: float  # half the producer's transaction timeout, set in run()
         self.http_port: int | None = None
         # standbys and warmups: this member's roles from the latest assignment, applied when dirty
         self._roles = Roles()
@@ -219,7 +219,10 @@ class Worker:
             self.config.repartition_purge_interval_ms,
         )
         changelogs = {changelog_topic(self.app, s.name) for s in self.topology.stores()}
-        self.output = Output(self.clients.producer(), changelogs, size_limit=self.topics.size_limit)
+        producer = self.clients.producer()
+        # a pause past the transaction timeout would have the broker abort the open transaction
+        self._commit_pause_limit = float(producer.get("transaction.timeout.ms", 60_000)) / 2000
+        self.output = Output(producer, changelogs, size_limit=self.topics.size_limit)
         self.consumer = Consumer(self.clients.consumer())
         self._warm_metadata()
         self.dead_letter = DeadLetters(
@@ -234,9 +237,6 @@ class Worker:
             last_progress=lambda: self._heartbeat,
             commit_before_rejoin=self.eos,
         )
-        # a pause past the transaction timeout would have the broker abort the open transaction
-        timeout_ms = float(self.clients.producer().get("transaction.timeout.ms", 60_000))
-        self._commit_pause_limit = timeout_ms / 2000
         self.guarantee: Guarantee = (ExactlyOnce if self.eos else AtLeastOnce)(self.output, self.membership)
         self.guarantee.start()
         self.restorer = Restorer(
