@@ -17,7 +17,7 @@ import json
 import re
 import signal
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -68,10 +68,28 @@ class Kubectl:
         self("apply", "-f", "-", input=json.dumps(body))
 
 
+def wait_established(
+    kubectl: Callable[..., subprocess.CompletedProcess[str]], crd: str, timeout: float = 60
+) -> None:
+    """Until the CRD's Established condition is True.
+
+    Not ``kubectl wait --for=condition=Established``: on a CRD the API server has not given a
+    status yet, kubectl 1.35 fails at once (".status.conditions accessor error: <nil>")
+    instead of waiting, which a CI run on a busy node hit.
+    """
+    query = '{.status.conditions[?(@.type=="Established")].status}'
+
+    def established() -> bool:
+        out = kubectl("get", f"crd/{crd}", "-o", f"jsonpath={query}", check=False)
+        return out.returncode == 0 and out.stdout.strip() == "True"
+
+    wait_for(f"the CRD {crd} to be established", established, timeout, every=0.5)
+
+
 def install_crds(kubectl: Kubectl) -> None:
     """The StreamApp CRD (idempotent), once it is served."""
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/streamapps.baton.dev")
+    wait_established(kubectl, "streamapps.baton.dev")
     # Established is not enough: the API server answers 429 "storage is (re)initializing"
     # until the watch cache of a new CRD has loaded, which on a busy node takes a while.
     wait_for(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from batondev.e2e import lease_args
+from batondev.e2e import lease_args, wait_established
 from batondev.paths import CRD, EXAMPLE
 
 from baton.testing import wait_for
@@ -46,7 +46,7 @@ def install_crds(kubectl: KubectlFn) -> None:
     for obj in rbac_objects(DEFAULT_OPERATOR_NAME, "default"):
         if obj["kind"] == "ClusterRole" and obj["metadata"]["name"] in bound:
             kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(obj))
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/streamapps.baton.dev")
+    wait_established(kubectl, "streamapps.baton.dev")
 
 
 def service_account_kubeconfig(kubectl: KubectlFn, kube: Kube, namespace: str, sa: str, dest: Path) -> Path:

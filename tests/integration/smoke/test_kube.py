@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from batondev.e2e import wait_established
 from batondev.paths import FIXTURES
 
 from baton.testing import wait_for
@@ -54,7 +55,7 @@ def test_crd_and_custom_object_are_created_and_watched(
     kube: Kube, kubectl: KubectlFn, namespace: str
 ) -> None:
     kubectl("apply", "-f", "-", input=CRD)
-    kubectl("wait", "--for=condition=Established", "crd/widgets.smoke.baton.dev", "--timeout=60s")
+    wait_established(kubectl, "widgets.smoke.baton.dev")
 
     watch = subprocess.Popen(
         [

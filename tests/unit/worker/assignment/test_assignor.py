@@ -412,6 +412,60 @@ def test_a_draining_member_without_standbys_runs_its_tasks_until_warmups_caught_
     assert balanced(group.settle())
 
 
+def test_a_drained_task_whose_standby_holder_is_full_warms_up_unless_the_changelog_is_short() -> None:
+    """Both standbys of the draining member's tasks sit on m0, which has room for one more.
+
+    The other task has no caught-up destination with room: it stays where it runs while m1
+    warms it up, unless its changelog is shorter than acceptable.recovery.lag, which makes a
+    member without state caught up (Kafka Streams' rule) and m1 takes it at once. The drain
+    test on the broker met the second case on CI and now runs with a bound of 20.
+    """
+    t = [TaskId(0, p) for p in range(6)]
+    a, b, c, d, e, f = t
+
+    def reports() -> list[MemberReport]:
+        return [
+            MemberReport(
+                "m0",
+                "p0",
+                "pod-0",
+                {c: 0, d: 0, a: 2, b: 1, e: 300, f: 300},
+                frozenset({c, d}),
+                frozenset({a, b}),
+            ),
+            MemberReport(
+                "m1",
+                "p1",
+                "pod-1",
+                {e: 0, f: 0, c: 1, d: 1, a: 300, b: 300},
+                frozenset({e, f}),
+                frozenset({c, d}),
+            ),
+            MemberReport(
+                "m2",
+                "p2",
+                "pod-2",
+                {a: 0, b: 0, e: 1, f: 1, c: 300, d: 300},
+                frozenset({a, b}),
+                frozenset({e, f}),
+                draining=True,
+            ),
+        ]
+
+    bounded = AssignorConfig(num_standby_replicas=1, acceptable_recovery_lag=20)
+    result = assign(reports(), t, t, bounded)
+    check(reports(), t, t, bounded, result)
+    assert result.members["m0"].active == {a, c, d}  # the freshest standby (a: lag 2) moves at once
+    assert result.members["m2"].active == {b} and result.members["m1"].warmup == {b}
+    assert result.probing
+
+    short = AssignorConfig(num_standby_replicas=1, acceptable_recovery_lag=10_000)
+    result = assign(reports(), t, t, short)
+    check(reports(), t, t, short, result)
+    assert not result.members["m2"].active
+    assert result.members["m1"].active == {b, e, f} and not result.probing
+
+
 def test_stateless_tasks_balance_freely_and_stick() -> None:
     tasks = [TaskId(1, p) for p in range(10)]
     reports = [
