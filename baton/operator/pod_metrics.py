@@ -12,6 +12,7 @@ falls back to the offsets-only sample).
 from __future__ import annotations
 
 import logging
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +29,8 @@ MAX_PARALLEL = 8
 BUSY = "baton_busy_seconds_total"
 CONSUMED = "baton_records_consumed_total"
 LATENCY_BUCKET = "baton_e2e_latency_seconds_bucket"
+# a worker process serves only these (``health.serve``); a multi-process Pod's supervisor all
+QUERY = urllib.parse.urlencode([("name[]", name) for name in (BUSY, CONSUMED, LATENCY_BUCKET)])
 
 
 def _series(labels: Mapping[str, str]) -> str:
@@ -90,7 +93,7 @@ def scrape(
             return None
         host = f"[{ip}]" if ":" in ip else ip
         try:
-            text = _get(f"http://{host}:{port}/metrics", timeout)
+            text = _get(f"http://{host}:{port}/metrics?{QUERY}", timeout)
             return parse(name, uid, clock(), text)
         except Exception as exc:  # a Pod that does not answer, or answers garbage: no figures
             log.debug("no metrics from a pod", extra={"pod": name, "error": str(exc)})

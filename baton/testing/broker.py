@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterable
@@ -193,8 +194,11 @@ class WorkerProcess:
         process alone, and the supervisor nothing."""
         ports = self.process_ports() if from_processes else [self.port()]
         total = 0.0
+        # that sample name only (a bench polls it while the worker works); ``name`` may be
+        # followed by a label selector, ``baton_dlq_records_total{stage="produce"}``
+        query = urllib.parse.urlencode({"name[]": name.split("{", 1)[0]})
         for port in ports:
-            _status, body = self.http("/metrics", port)
+            _status, body = self.http(f"/metrics?{query}", port)
             for line in body.splitlines():
                 if line.startswith(name) and (line[len(name)] in " {"):
                     total += float(line.rsplit(" ", 1)[1])

@@ -158,6 +158,7 @@ class Supervisor:
             self.healthy,
             self.ready,
             lambda path, params: proxy_query(first, path, params),
+            by_name=False,
         )
         log.info(
             "http listening",

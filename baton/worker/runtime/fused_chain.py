@@ -2,7 +2,7 @@
 
 ``runtime/fused.py`` runs a source that feeds an aggregation directly. Most other topologies
 are a line too: a source, some stateless steps, and one thing at the end. Issue 50's
-topology is two of them, ``stream -> filter -> group_by's map -> repartition sink`` and
+topology is two of them, ``stream -> filter -> group_by's select_key -> repartition sink`` and
 ``repartition source -> windowed count``, and a stream-table join is
 ``stream -> join -> sink``. On the general path (``Task.process_run``) each record costs a
 Python call per processor, another per serde, and the windowed aggregation's own calls
@@ -11,7 +11,7 @@ advance of stream time): 21 Python calls a record for issue 50's topology, 4.6 h
 user's functions and the send). This loop takes a run of records through the line in one
 frame, record by record:
 
-* **Steps** (``filter``, ``map``, ``map_values``, ``peek``, a stream-table ``join``) call
+* **Steps** (``filter``, ``map``, ``select_key``, ``map_values``, ``peek``, a stream-table ``join``) call
   the user's function and nothing else. A join with a table only looked up (*tailed*: its
   topic is its changelog, written by the restore thread) reads the table's store by the
   record's own key bytes when the serdes round-trip, keeps the rows it read until the
@@ -58,6 +58,7 @@ from baton.worker.runtime.processors.stateless import (
     MapProcessor,
     MapValuesProcessor,
     PeekProcessor,
+    SelectKeyProcessor,
     SinkProcessor,
 )
 from baton.worker.runtime.processors.windowed import NEVER, TimeWindowAggregateProcessor
@@ -75,7 +76,7 @@ if TYPE_CHECKING:
     from baton.worker.topology.graph import SourceNode
 
 # what a step does with the record: (kind, the user's function, the join's table or None)
-FILTER, MAP, MAP_VALUES, PEEK, JOIN = range(5)
+FILTER, MAP, MAP_VALUES, PEEK, JOIN, SELECT_KEY = range(6)
 Step = tuple[int, Callable[..., Any], "TableLookup | None"]
 
 _START = struct.Struct(">q").pack  # a time window's start, after the key bytes (``WindowedSerde``)
@@ -259,6 +260,8 @@ class FusedChain:
                                 break
                         elif kind == MAP:
                             key, value = fn(key, value)
+                        elif kind == SELECT_KEY:
+                            key = fn(key, value)
                         elif kind == MAP_VALUES:
                             value = fn(value)
                         elif kind == PEEK:
@@ -448,6 +451,8 @@ def chain(
             steps.append((FILTER, proc.predicate, None))
         elif type(proc) is MapProcessor:
             steps.append((MAP, proc.fn, None))
+        elif type(proc) is SelectKeyProcessor:
+            steps.append((SELECT_KEY, proc.selector, None))
         elif type(proc) is MapValuesProcessor:
             steps.append((MAP_VALUES, proc.fn, None))
         elif type(proc) is PeekProcessor:

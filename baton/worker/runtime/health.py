@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import threading
+import urllib.parse
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -39,10 +40,18 @@ def serve(
     healthy: Callable[[], bool],
     ready: Callable[[], bool],
     queries: Callable[[str, dict[str, str]], Answer] | None = None,
+    *,
+    by_name: bool = True,
 ) -> ThreadingHTTPServer:
     """Start the server in a daemon thread; port 0 picks a free port (see ``server_address``).
 
     ``queries`` answers the interactive queries (``/stores/...``, ``/metadata/...``).
+    ``/metrics?name[]=A&name[]=B`` serves only those samples, as prometheus_client's own
+    handler does (``restricted_registry``): a client that polls one counter several times a
+    second (the operator's autoscaler, a benchmark) then costs the worker that counter, not
+    the whole exposition of every task's series, rendered while the processing thread waits
+    for the GIL. ``by_name=False`` (the pod supervisor, whose collector merges its children
+    and names nothing in advance) serves everything whatever the query.
     """
 
     class Handler(BaseHTTPRequestHandler):
@@ -59,7 +68,9 @@ def serve(
                 self.end_headers()
                 self.wfile.write(body)
             elif path == "/metrics":
-                self._reply(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+                names = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("name[]")
+                source = registry.restricted_registry(names) if names and by_name else registry
+                self._reply(200, generate_latest(source), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
                 ok = healthy()
                 self._reply(200 if ok else 503, b"ok\n" if ok else b"stalled\n")

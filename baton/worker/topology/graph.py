@@ -50,6 +50,14 @@ class MapNode(Node):
 
 
 @dataclass(eq=False)
+class SelectKeyNode(Node):
+    """``selector(key, value) -> new key``, the value kept (Kafka Streams' ``selectKey``): a
+    ``map`` that says it leaves the value, so no step has to build and unpack a pair for it."""
+
+    selector: Callable[[Any, Any], Any]
+
+
+@dataclass(eq=False)
 class MapValuesNode(Node):
     fn: Callable[[Any], Any]
 

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from baton.operator.core.autoscaling import pod_sample
-from baton.operator.pod_metrics import parse, ready_pods, scrape
+from baton.operator.pod_metrics import BUSY, CONSUMED, LATENCY_BUCKET, QUERY, parse, ready_pods, scrape
 from baton.worker.processes.scrape import merge
 from baton.worker.runtime import health
 from baton.worker.runtime.metrics import Metrics
@@ -96,6 +96,35 @@ def test_scrape_reads_every_ready_pod_and_says_when_one_did_not_answer() -> None
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _sample_names(port: int, query: str) -> set[str]:
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics{query}", timeout=5) as reply:
+        text = reply.read().decode()
+    return {s.name for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_a_worker_serves_only_the_metrics_a_scrape_names_and_a_supervisor_all() -> None:
+    worker = _worker(1.0, 5, [0.3])
+    servers = [
+        health.serve(0, worker.registry, lambda: True, lambda: True),
+        health.serve(0, worker.registry, lambda: True, lambda: True, by_name=False),
+    ]
+    worker_port, supervisor_port = (s.server_address[1] for s in servers)
+    try:
+        everything = _sample_names(worker_port, "")
+        assert {BUSY, CONSUMED, LATENCY_BUCKET} < everything and "baton_ready" in everything
+        assert _sample_names(worker_port, f"?{QUERY}") == {BUSY, CONSUMED, LATENCY_BUCKET}
+        assert _sample_names(worker_port, "?name[]=baton_ready") == {"baton_ready"}
+        assert _sample_names(supervisor_port, f"?{QUERY}") == everything
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
 
 
 def _free_port() -> int:

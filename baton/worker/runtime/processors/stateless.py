@@ -22,6 +22,7 @@ from baton.worker.topology.graph import (
     MapValuesNode,
     Node,
     PeekNode,
+    SelectKeyNode,
     SinkNode,
     StoreSpec,
 )
@@ -69,6 +70,17 @@ class MapProcessor(ProcessorNode):
     def process(self, key: Any, value: Any) -> None:
         new_key, new_value = self.fn(key, value)
         self.forward(new_key, new_value)
+
+
+class SelectKeyProcessor(ProcessorNode):
+    __slots__ = ("selector",)
+
+    def __init__(self, selector: Callable[[Any, Any], Any]) -> None:
+        super().__init__()
+        self.selector = selector
+
+    def process(self, key: Any, value: Any) -> None:
+        self.forward(self.selector(key, value), value)
 
 
 class MapValuesProcessor(ProcessorNode):
@@ -184,6 +196,7 @@ FACTORIES: dict[type[Node], Factory] = {
     FilterNode: lambda node, _build: FilterProcessor(node.predicate),
     MapNode: lambda node, _build: MapProcessor(node.fn),
     MapValuesNode: lambda node, _build: MapValuesProcessor(node.fn),
+    SelectKeyNode: lambda node, _build: SelectKeyProcessor(node.selector),
     FlatMapNode: lambda node, _build: FlatMapProcessor(node.fn),
     PeekNode: lambda node, _build: PeekProcessor(node.fn),
     SinkNode: _sink,

@@ -22,6 +22,7 @@ from baton.worker.topology.graph import (
     Node,
     PassThroughNode,
     PeekNode,
+    SelectKeyNode,
     SinkNode,
     StreamJoinNode,
     StreamJoinSideNode,
@@ -88,6 +89,10 @@ class Stream(Handle):
     ) -> Stream:
         """``fn(key, value) -> (new_key, new_value)``. A later grouping repartitions."""
         return self._rekeyed(MapNode(self._topology._name("map"), fn), key, value)
+
+    def select_key(self, selector: Callable[[Any, Any], Any], *, key: Serde[Any] | None = None) -> Stream:
+        """``selector(key, value) -> new_key``, the value unchanged. A later grouping repartitions."""
+        return self._rekeyed(SelectKeyNode(self._topology._name("select-key"), selector), key, None)
 
     def map_values(self, fn: Callable[[Any], Any], *, value: Serde[Any] | None = None) -> Stream:
         """``fn(value) -> new_value``; the key is untouched, so no repartition is needed."""
@@ -187,8 +192,7 @@ class Stream(Handle):
         name: str | None = None,
     ) -> GroupedStream:
         """Group by ``selector(key, value)`` (always through a repartition topic)."""
-        mapped = self.map(lambda k, v: (selector(k, v), v), key=key, value=value)
-        return mapped.group_by_key(name=name)
+        return self.select_key(selector, key=key).group_by_key(value=value, name=name)
 
     def join(
         self, other: Table | GlobalTable | Stream, joiner: Joiner, **options: Unpack[StreamJoinOptions]

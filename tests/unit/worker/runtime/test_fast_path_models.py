@@ -233,6 +233,8 @@ def _step(kind: str, text: bool) -> Callable[..., Any]:
         return lambda _k, v: _raise(RuntimeError("peek saw 5")) if "5" in str(v) else None
     if kind == "map":  # a key the sink's serde refuses
         return lambda k, v: (object() if "4" in str(v) else f"{k}/{str(v)[:4]}", v)
+    if kind == "select_key":  # the same, the value kept
+        return lambda k, v: object() if "5" in str(v) else f"{str(k)[:2]}:{str(v)[-3:]}"  # no id() in it
     raise AssertionError(kind)
 
 
@@ -240,7 +242,7 @@ def _raise(exc: Exception) -> None:
     raise exc
 
 
-STEPS = ["filter", "map_values", "map_values_same", "peek", "map"]
+STEPS = ["filter", "map_values", "map_values_same", "peek", "map", "select_key"]
 
 
 class SinkModel(TwoPaths):
@@ -273,6 +275,8 @@ class SinkModel(TwoPaths):
                 stream = stream.peek(_step(kind, text))
             elif kind == "map":
                 stream = stream.map(_step(kind, text), key=STR)
+            elif kind == "select_key":
+                stream = stream.select_key(_step(kind, text), key=STR)
             else:
                 stream = stream.map_values(_step(kind, text))
         if repartition:  # the producing side of a group_by: a repartition sink
