@@ -418,6 +418,7 @@ class Sampler:
                 produced_before, at_before = produced, now
                 self.samples.append(sample)
                 self.s.say(self._line(sample))
+                self.s.logs.poll()
             except Exception as exc:  # a slow API server or broker: the next sample tries again
                 self.errors.append(f"{type(exc).__name__}: {exc}")
 
@@ -636,6 +637,7 @@ class Autoscale:
         self.clicks, self.counts, self.workdir, self.say = clicks_topic, counts_topic, workdir, say
         self.app_id = f"autoscale-{uuid.uuid4().hex[:8]}"  # fresh groups and changelogs
         self.kubectl = e2e.Kubectl.local()
+        self.logs = e2e.PodLogs(self.kubectl, namespace, APP, workdir)
 
     def run(self) -> AutoscaleReport:
         started = time.monotonic()
@@ -665,11 +667,7 @@ class Autoscale:
             operator.kill(signal.SIGTERM)
 
     def _keep_logs(self) -> None:
-        with contextlib.suppress(Exception):
-            for pod in e2e.worker_pods(self.kubectl, self.namespace, APP):
-                name = pod["metadata"]["name"]
-                out = self.kubectl("logs", name, "-n", self.namespace, check=False)
-                (self.workdir / f"{name}.log").write_text(out.stdout)
+        self.logs.close()  # every Pod's log, the ones a scale-in removed included
         with contextlib.suppress(Exception):
             events = self.kubectl(
                 "get", "events", "-n", self.namespace, "--sort-by=.lastTimestamp", check=False

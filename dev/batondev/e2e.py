@@ -17,6 +17,7 @@ import json
 import re
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -359,6 +360,54 @@ def worker_pods(kubectl: Kubectl, namespace: str, app: str) -> list[dict[str, An
     out = kubectl.get("pods", "-n", namespace, "-l", f"{APP_LABEL}={app}")
     items: list[dict[str, Any]] = (out or {}).get("items") or []
     return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+class PodLogs:
+    """Every worker Pod's log, followed from when it runs, one file per Pod (and UID).
+
+    ``kubectl logs`` after a run reads only the Pods still there: a Pod a scale-in removed
+    took its log with it, and that log held the answer to why a scale-in paused the group
+    (its worker stopped cleanly, the broker dropped it only at its session timeout). So each
+    ``poll`` starts ``kubectl logs -f`` for a running container not followed yet (a restarted
+    container gets a follower of its own, appended to the Pod's file); ``close`` stops them.
+    """
+
+    def __init__(self, kubectl: Kubectl, namespace: str, app: str, dest: Path) -> None:
+        self.kubectl, self.namespace, self.app, self.dest = kubectl, namespace, app, dest
+        self._followers: dict[tuple[str, int], tuple[subprocess.Popen[bytes], Any]] = {}
+        self._lock = threading.Lock()
+
+    def poll(self) -> None:
+        """Follow the containers that run now and are not followed (called every few seconds)."""
+        with self._lock:
+            for pod in worker_pods(self.kubectl, self.namespace, self.app):
+                meta = pod["metadata"]
+                for status in (pod.get("status") or {}).get("containerStatuses") or []:
+                    if "running" not in (status.get("state") or {}):
+                        continue
+                    key = (str(meta.get("uid") or meta["name"]), int(status.get("restartCount") or 0))
+                    if key in self._followers:
+                        continue
+                    path = self.dest / f"{meta['name']}-{key[0][:8]}.log"
+                    sink = path.open("ab")
+                    if key[1]:
+                        sink.write(f"# container restart {key[1]}\n".encode())
+                        sink.flush()
+                    cmd = [str(self.kubectl.binary), f"--kubeconfig={self.kubectl.kubeconfig}", "logs", "-f"]
+                    cmd += [meta["name"], "-n", self.namespace, "-c", str(status["name"])]
+                    proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.DEVNULL)
+                    self._followers[key] = (proc, sink)
+
+    def close(self) -> None:
+        """Stop following: what each Pod wrote until now is in its file."""
+        with self._lock:
+            for proc, sink in self._followers.values():
+                if proc.poll() is None:
+                    proc.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(5)
+                sink.close()
+            self._followers.clear()
 
 
 def pod_pid(pod: dict[str, Any]) -> int | None:
