@@ -244,6 +244,12 @@ def test_autoscaling_scales_in_from_the_workers_busy_fraction_while_they_keep_up
             log_path=tmp_path / f"w{i}.log",
             instance_id=f"w{i}",
             env={"CLICKS_TOPIC": source, "COUNTS_TOPIC": sink},
+            # A changelog shorter than acceptable.recovery.lag makes the staying Pod caught up
+            # with no state at all: the drained tasks then move at once, staged, and start warm
+            # or not as the staging copy's race with the follow-up rebalance goes (a fresh-clone
+            # run got both "restored"). With a low bound they are warmed up first and promoted
+            # at the next probing rebalance, while the drained Pod still runs them.
+            extra_args=["--acceptable-recovery-lag", "20", "--probing-rebalance-interval-ms", "2000"],
         )
         for i in range(2)
     ]

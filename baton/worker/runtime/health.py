@@ -50,8 +50,9 @@ def serve(
     handler does (``restricted_registry``): a client that polls one counter several times a
     second (the operator's autoscaler, a benchmark) then costs the worker that counter, not
     the whole exposition of every task's series, rendered while the processing thread waits
-    for the GIL (docs/benchmarks.md, "Measured design choices": named-scrape). ``by_name=False`` (the pod supervisor, whose collector merges its children
-    and names nothing in advance) serves everything whatever the query.
+    for the GIL (docs/benchmarks.md, "Measured design choices": named-scrape).
+    ``by_name=False`` (the pod supervisor, whose collector merges its children and names
+    nothing in advance) serves everything whatever the query.
     """
 
     class Handler(BaseHTTPRequestHandler):
