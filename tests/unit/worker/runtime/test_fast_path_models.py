@@ -233,8 +233,9 @@ def _step(kind: str, text: bool) -> Callable[..., Any]:
         return lambda _k, v: _raise(RuntimeError("peek saw 5")) if "5" in str(v) else None
     if kind == "map":  # a key the sink's serde refuses
         return lambda k, v: (object() if "4" in str(v) else f"{k}/{str(v)[:4]}", v)
-    if kind == "select_key":  # the same, the value kept
-        return lambda k, v: object() if "5" in str(v) else f"{str(k)[:2]}:{str(v)[-3:]}"  # no id() in it
+    if kind == "select_key":  # the same, the value kept: the same records get an unencodable key,
+        # so a map after it never formats one into a text key (its id() differs between the paths)
+        return lambda k, v: object() if "4" in str(v) else f"{str(k)[:2]}:{str(v)[-3:]}"
     raise AssertionError(kind)
 
 
