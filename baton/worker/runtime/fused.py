@@ -45,6 +45,7 @@ from baton.worker.runtime.processors.base import ProcessorNode
 from baton.worker.runtime.producer import dead_letter_stage
 from baton.worker.state.task_store import DELETED, MISSING, entry_size
 from baton.worker.topology.context import RecordContext
+from baton.worker.topology.counting import plus_one
 from baton.worker.topology.serdes import fast_deserializer, round_trips
 
 if TYPE_CHECKING:
@@ -111,6 +112,7 @@ class FusedAggregate:
         aggregate = self._aggregate
         store = aggregate.store
         initializer, aggregator = aggregate.initializer, aggregate.aggregator
+        counting = aggregator is plus_one  # count(): its fold inlined (``topology/counting.py``)
         key_serialize, key_is_raw = aggregate.key_serialize, self._key_is_raw
         deserialize_key, deserialize_value = self._deserialize_key, self._deserialize_value
         extract, dead_letter = self._extract, self._dead_letter
@@ -145,7 +147,7 @@ class FusedAggregate:
                             current = store.get(key_bytes)
                             if current is MISSING:
                                 current = initializer()
-                        new = aggregator(key, value, current)
+                        new = current + 1 if counting else aggregator(key, value, current)
                         if new is None:  # a delete
                             _set(ctx, offset, timestamp)
                             store.put(key_bytes, key, new)

@@ -18,8 +18,9 @@ frame, record by record:
   store is written (``TableLookup``), and decodes them with the serde's C function.
 * **A sink** serializes with the serdes' C functions (``serdes.fast_serializer``), and
   sends the record's own key or value bytes when the steps left the object as it was and
-  the serde round-trips (str, bytes, long): on the producing side of a repartition, a
-  ``group_by`` encodes only the new key.
+  the serde round-trips (str, bytes, long), or, for a repartition topic's value, decodes
+  them alike (JSON too, ``serdes.decodes_alike``): on the producing side of a repartition,
+  a ``group_by`` encodes only the new key.
 * **An aggregation** over a caching store, of keys or of time windows (tumbling, hopping),
   folds straight into the write cache as ``FusedAggregate`` does: the store key is the
   record's key bytes (plus the window's start) when the serde round-trips, a window already
@@ -66,8 +67,16 @@ from baton.worker.runtime.producer import dead_letter_stage
 from baton.worker.state.stores import KeyValueStore
 from baton.worker.state.task_store import DELETED, MISSING, entry_size
 from baton.worker.topology.context import RecordContext
+from baton.worker.topology.counting import plus_one
 from baton.worker.topology.graph import TableNode
-from baton.worker.topology.serdes import BYTES, Serde, fast_deserializer, fast_serializer, round_trips
+from baton.worker.topology.serdes import (
+    BYTES,
+    Serde,
+    decodes_alike,
+    fast_deserializer,
+    fast_serializer,
+    round_trips,
+)
 from baton.worker.topology.windows import Windowed, WindowedSerde
 
 if TYPE_CHECKING:
@@ -189,7 +198,11 @@ class FusedChain:
         # kind as the source's that round-trips. (And when they are ``bytes``: the compactor's
         # replay hands in ``bytearray``s, which a store key cannot be.)
         self._key_is_raw = type(key_serde) is type(node.key_serde) and round_trips(key_serde)
-        self._value_is_raw = type(value_serde) is type(node.value_serde) and round_trips(value_serde)
+        # A repartition topic's value needs only to decode alike (JSON: the bytes it arrived
+        # in, not orjson's own again).
+        internal = isinstance(end, SinkProcessor) and end.internal
+        same_kind = type(value_serde) is type(node.value_serde)
+        self._value_is_raw = same_kind and (decodes_alike if internal else round_trips)(value_serde)
 
     def run(self, messages: Sequence[Message], start: int, stop: int) -> None:  # noqa: C901 - the per-record loop, inlined on purpose: each helper would be a call per record
         """Run ``messages[start:stop]`` up to the end of the run or a record this loop hands back.
@@ -220,6 +233,7 @@ class FusedChain:
         else:
             assert agg is not None
             store, initializer, aggregator = agg.store, agg.initializer, agg.aggregator
+            counting = aggregator is plus_one  # count(): its fold inlined (``topology/counting.py``)
             overlay, budget = store.overlay, store.budget  # the overlay is only ever changed in place
             overlay_get = overlay.get
             dirty = store.dirty  # a flush replaces it: read again after anything that may flush
@@ -373,7 +387,7 @@ class FusedChain:
                                     stored_key = entry[0]
                                 else:
                                     stored_key = Windowed(key, window_start, window_start + size)
-                                new = aggregator(key, value, current)
+                                new = current + 1 if counting else aggregator(key, value, current)
                                 if new is None:  # a delete
                                     _set(ctx, offset, timestamp)
                                     store.put(entry_key, stored_key, new)

@@ -168,6 +168,19 @@ def round_trips(serde: Serde[Any]) -> bool:
     return type(serde) in {BytesSerde, StrSerde, LongSerde}
 
 
+def decodes_alike(serde: Serde[Any]) -> bool:
+    """Whether ``deserialize(serialize(deserialize(b))) == deserialize(b)`` for all bytes it accepts.
+
+    Weaker than ``round_trips``: JSON's bytes may come back otherwise (spacing, ``1e2`` as
+    ``100.0``, a repeated name once) but decode to an equal value (orjson parses what it
+    writes to the same value). Enough for the values of a repartition topic, which only
+    this serde reads again, so a line of steps that left a value as it was forwards the
+    bytes it arrived in (``runtime/fused_chain.py``). Never enough for a key: its bytes pick
+    the partition and are the store's key.
+    """
+    return round_trips(serde) or type(serde) is JsonSerde
+
+
 def same_bytes(a: Serde[Any], b: Serde[Any]) -> bool:
     """Whether two serdes serialize every value to the same bytes: one serde, or built-in ones of one kind.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
+from baton.worker.topology import counting
 from baton.worker.topology.custom import Processor
 from baton.worker.topology.dsl.base import Handle, Joiner, TopologyError
 from baton.worker.topology.dsl.table import GlobalTable, Table
@@ -418,7 +419,7 @@ class GroupedStream(Handle):
     def count(self, *, store: str | None = None) -> Table:
         """Number of records per key (per window if windowed)."""
         return self.aggregate(
-            lambda: 0, lambda _k, _v, n: n + 1, store=store, value=JSON, merger=lambda _k, a, b: a + b
+            counting.zero, counting.plus_one, store=store, value=JSON, merger=counting.added
         )
 
     def reduce(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
+from baton.worker.topology import counting
 from baton.worker.topology.changes import AdjustSerde
 from baton.worker.topology.dsl.base import Handle, Joiner, TopologyError
 from baton.worker.topology.graph import (
@@ -283,7 +284,7 @@ class GroupedTable(Handle):
 
     def count(self, *, store: str | None = None) -> Table:
         """Rows per group."""
-        return self.aggregate(lambda: 0, lambda _k, _v, n: n + 1, lambda _k, _v, n: n - 1, store=store)
+        return self.aggregate(counting.zero, counting.plus_one, counting.minus_one, store=store)
 
     def reduce(
         self,
