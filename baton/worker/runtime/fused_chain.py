@@ -18,9 +18,10 @@ frame, record by record:
   store is written (``TableLookup``), and decodes them with the serde's C function.
 * **A sink** serializes with the serdes' C functions (``serdes.fast_serializer``), and
   sends the record's own key or value bytes when the steps left the object as it was and
-  the serde round-trips (str, bytes, long), or, for a repartition topic's value, decodes
-  them alike (JSON too, ``serdes.decodes_alike``): on the producing side of a repartition,
-  a ``group_by`` encodes only the new key.
+  the serde round-trips (str, bytes, long), or, for a repartition topic's value behind
+  filters and key selectors only, decodes them alike (JSON too, ``serdes.decodes_alike``;
+  a ``map_values`` may change a dict in place and return it): on the producing side of a
+  repartition, a ``group_by`` encodes only the new key.
 * **An aggregation** over a caching store, of keys or of time windows (tumbling, hopping),
   folds straight into the write cache as ``FusedAggregate`` does: the store key is the
   record's key bytes (plus the window's start) when the serde round-trips, a window already
@@ -199,10 +200,17 @@ class FusedChain:
         # replay hands in ``bytearray``s, which a store key cannot be.)
         self._key_is_raw = type(key_serde) is type(node.key_serde) and round_trips(key_serde)
         # A repartition topic's value needs only to decode alike (JSON: the bytes it arrived
-        # in, not orjson's own again).
-        internal = isinstance(end, SinkProcessor) and end.internal
+        # in, not orjson's own again), but a JSON value is a dict or list that a step may
+        # change in place and return (``v["region"] = ...; return v``): the same object, other
+        # content. So only behind steps that are handed the value to decide something, not to
+        # make the record's value: filters and key selectors (``group_by``).
+        alike = (
+            isinstance(end, SinkProcessor)
+            and end.internal
+            and all(kind in {FILTER, SELECT_KEY} for kind, _, _ in steps)
+        )
         same_kind = type(value_serde) is type(node.value_serde)
-        self._value_is_raw = same_kind and (decodes_alike if internal else round_trips)(value_serde)
+        self._value_is_raw = same_kind and (decodes_alike if alike else round_trips)(value_serde)
 
     def run(self, messages: Sequence[Message], start: int, stop: int) -> None:  # noqa: C901 - the per-record loop, inlined on purpose: each helper would be a call per record
         """Run ``messages[start:stop]`` up to the end of the run or a record this loop hands back.

@@ -131,6 +131,22 @@ def test_what_the_serde_accepts_is_processed_though_its_c_function_refuses_it() 
         assert task.stores["counts"].get(b"a") == 2, caching
 
 
+@pytest.mark.parametrize("in_place", [False, True], ids=["filtered", "changed-in-place"])
+def test_a_repartition_topic_gets_a_json_value_as_the_steps_left_it(in_place: bool) -> None:
+    """Behind filters and key selectors the fused chain forwards a JSON value's own bytes into
+    the repartition topic (they decode alike); a dict that a ``map_values`` changed in place and
+    returned is the same object with other content, and must arrive changed."""
+    t = Topology()
+    s = t.stream("clicks", key=STR, value=JSON).filter(lambda _k, v: v["n"] > 0)
+    if in_place:
+        s = s.map_values(lambda v: (v.__setitem__("seen", True), v)[1])
+    s.group_by(lambda k, _v: k, key=STR, name="by").count(store="c")
+    task, sent, dead, _ = make_task(t, caching=True)
+    task.process_run([Msg("clicks", 0, b"a", b'{"n":  1}'), Msg("clicks", 1, b"b", b'{"n": 0}')], 0)
+    assert dead == []
+    assert sent.to("app-by-repartition") == [(b"a", b'{"n":1,"seen":true}' if in_place else b'{"n":  1}')]
+
+
 def test_sink_gate_silences_sinks_but_not_changelogs() -> None:
     task, sent, _dead, _stores = make_task(counter(), caching=False)
     task.process(click(1, "a"))  # origin offset 1: gate closed
