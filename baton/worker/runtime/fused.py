@@ -40,13 +40,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from baton.worker.runtime import sent_json
 from baton.worker.runtime.processors.aggregate import AggregateProcessor
 from baton.worker.runtime.processors.base import ProcessorNode
 from baton.worker.runtime.producer import dead_letter_stage
 from baton.worker.state.task_store import DELETED, MISSING, entry_size
 from baton.worker.topology.context import RecordContext
 from baton.worker.topology.counting import plus_one
-from baton.worker.topology.serdes import fast_deserializer, round_trips
+from baton.worker.topology.serdes import JsonSerde, fast_deserializer, round_trips
 
 if TYPE_CHECKING:
     from baton.worker.runtime.record import Message
@@ -65,6 +66,7 @@ class FusedAggregate:
         "_deserialize_value",
         "_extract",
         "_key_is_raw",
+        "_known_json",
         "_partition",
         "stopped",
     )
@@ -89,8 +91,16 @@ class FusedAggregate:
         # exactly those bytes again (same serde, and one that round-trips: str, bytes, long)
         store_serde = aggregate.store.spec.key_serde
         self._key_is_raw = type(store_serde) is type(node.key_serde) and round_trips(store_serde)
+        # a count over a repartition topic of JSON takes a value this process wrote there as
+        # read, without parsing it (``sent_json``): a count never reads the value
+        self._known_json = (
+            aggregate.aggregator is plus_one
+            and node.internal
+            and node.timestamp is None
+            and type(node.value_serde) is JsonSerde
+        )
 
-    def run(self, messages: Sequence[Message], start: int, stop: int) -> None:
+    def run(self, messages: Sequence[Message], start: int, stop: int) -> None:  # noqa: C901 - the per-record loop, inlined on purpose: each helper would be a call per record
         """Fold ``messages[start:stop]`` up to the end of the run or a record this loop hands back.
 
         ``stopped`` is the index it stopped at, also when the dead-letter handler raised (the
@@ -119,6 +129,8 @@ class FusedAggregate:
         overlay, budget = store.overlay, store.budget  # the overlay is only ever changed in place
         overlay_get = overlay.get
         dirty = store.dirty  # a flush replaces it: read again after anything that may flush
+        known_json = self._known_json
+        sent = sent_json.make_room() if known_json else None
         i, done_offset, done_timestamp = start, -1, 0
         try:
             while i < stop:
@@ -131,7 +143,12 @@ class FusedAggregate:
                 raw_value = msg.value()
                 try:
                     key = None if raw_key is None else deserialize_key(raw_key)
-                    value = None if raw_value is None else deserialize_value(raw_value)
+                    if raw_value is None:
+                        value = None
+                    elif known_json and raw_value in sent:  # type: ignore[operator]
+                        value = raw_value  # JSON this process wrote; the count never reads it
+                    else:
+                        value = deserialize_value(raw_value)
                     if extract is not None:
                         timestamp = extract(key, value, timestamp)
                         if timestamp < 0:

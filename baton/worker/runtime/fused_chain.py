@@ -52,6 +52,7 @@ import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from baton.worker.runtime import sent_json
 from baton.worker.runtime.processors.aggregate import AggregateProcessor
 from baton.worker.runtime.processors.base import ProcessorNode
 from baton.worker.runtime.processors.joins import JoinProcessor
@@ -72,6 +73,7 @@ from baton.worker.topology.counting import plus_one
 from baton.worker.topology.graph import TableNode
 from baton.worker.topology.serdes import (
     BYTES,
+    JsonSerde,
     Serde,
     decodes_alike,
     fast_deserializer,
@@ -158,6 +160,8 @@ class FusedChain:
         "_extract",
         "_key_is_raw",
         "_key_serde",
+        "_known_json",
+        "_note_json",
         "_partition",
         "_sink",
         "_steps",
@@ -211,6 +215,17 @@ class FusedChain:
         )
         same_kind = type(value_serde) is type(node.value_serde)
         self._value_is_raw = same_kind and (decodes_alike if alike else round_trips)(value_serde)
+        # JSON into a repartition topic: its bytes are noted (``sent_json``); a count that
+        # nothing else reads the value of takes a noted value as read without parsing it
+        self._note_json = isinstance(end, SinkProcessor) and end.internal and type(value_serde) is JsonSerde
+        self._known_json = (
+            not isinstance(end, SinkProcessor)
+            and end.aggregator is plus_one
+            and not steps
+            and node.internal
+            and node.timestamp is None
+            and type(node.value_serde) is JsonSerde
+        )
 
     def run(self, messages: Sequence[Message], start: int, stop: int) -> None:  # noqa: C901 - the per-record loop, inlined on purpose: each helper would be a call per record
         """Run ``messages[start:stop]`` up to the end of the run or a record this loop hands back.
@@ -230,6 +245,8 @@ class FusedChain:
         deserialize_key, deserialize_value = self._deserialize_key, self._deserialize_value
         extract, dead_letter, steps = self._extract, self._dead_letter, self._steps
         key_is_raw, value_is_raw = self._key_is_raw, self._value_is_raw
+        known_json = self._known_json
+        sent = sent_json.make_room() if self._note_json or known_json else None
         key_serde, value_serde = self._key_serde, self._value_serde
         key_serialize, value_serialize = fast_serializer(key_serde), fast_serializer(value_serde)
         sink, agg = self._sink, self._aggregate
@@ -266,7 +283,12 @@ class FusedChain:
                 raw_value = msg.value()
                 try:
                     key0 = None if raw_key is None else deserialize_key(raw_key)
-                    value0 = None if raw_value is None else deserialize_value(raw_value)
+                    if raw_value is None:
+                        value0 = None
+                    elif known_json and raw_value in sent:  # type: ignore[operator]
+                        value0 = raw_value  # JSON this process wrote; the count never reads it
+                    else:
+                        value0 = deserialize_value(raw_value)
                     if extract is not None:
                         timestamp = extract(key0, value0, timestamp)
                         if timestamp < 0:
@@ -345,6 +367,8 @@ class FusedChain:
                                 value_bytes = None if value is None else value_serde.serialize(value)
                             if to_internal or gate is None or gate.allows(topic, own, offset):
                                 send(sink_topic, key_bytes, value_bytes, None, timestamp, None)
+                                if sent is not None and value_bytes is not None:
+                                    sent.add(value_bytes)
                         # -- or an aggregation, of a key or of its time windows -------------------
                         elif key is not None and value is not None:
                             if windowed is None:

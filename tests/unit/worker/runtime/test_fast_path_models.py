@@ -44,6 +44,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, rule
 
 from baton import JSON, LONG, STR, Serde, Topology, hopping, tumbling, until_window_closes
+from baton.worker.runtime import sent_json
 from baton.worker.runtime.processors.windowed import TimeWindowAggregateProcessor
 from baton.worker.runtime.task import Task
 from baton.worker.state.stores import MemoryStore
@@ -129,6 +130,7 @@ class AggregateModel(TwoPaths):
         raw_sink=st.booleans(),
         gated=st.booleans(),
         extract=st.booleans(),
+        written=st.booleans(),
     )
     def build(  # noqa: PLR0917 - hypothesis's arguments
         self,
@@ -142,9 +144,15 @@ class AggregateModel(TwoPaths):
         raw_sink: bool,
         gated: bool,
         extract: bool,
+        written: bool,
     ) -> None:
         if windows == "none":  # a key-value aggregation takes this loop after a step (else fused.py's)
             repartition, filtered, final = False, True, False
+        # a count of a repartition topic takes the JSON values this process wrote there as read
+        # (``sent_json``): with ``written``, the valid ones of VALUES
+        sent_json.SENT.clear()
+        if written:
+            sent_json.SENT.update(v for v in VALUES if v is not None and _is_json(v))
         topology = Topology()
         serde = KEY_SERDES[key]
         timestamp = (
@@ -246,6 +254,14 @@ def _step(kind: str, text: bool) -> Callable[..., Any]:
         # so a map after it never formats one into a text key (its id() differs between the paths)
         return lambda k, v: object() if "4" in str(v) else f"{str(k)[:2]}:{str(v)[-3:]}"
     raise AssertionError(kind)
+
+
+def _is_json(raw: bytes) -> bool:
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def _seen(value: dict[str, Any]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from hypothesis.stateful import initialize, rule
 from pydantic import BaseModel, ConfigDict
 
 from baton import JSON, LONG, STR, Json, Topology
+from baton.worker.runtime import sent_json
 from baton.worker.runtime.fused import FusedAggregate
 from baton.worker.topology.context import Headers
 from tests.support.tasks import EveryThirdHeldBack, TwoPaths
@@ -90,12 +91,20 @@ class FusedModel(TwoPaths):
         count=st.booleans(),
         repartition=st.booleans(),
         merge=st.booleans(),
+        written=st.booleans(),
     )
-    def build(self, key: str, extract: bool, count: bool, repartition: bool, merge: bool) -> None:
+    def build(  # noqa: PLR0917 - hypothesis's arguments
+        self, key: str, extract: bool, count: bool, repartition: bool, merge: bool, written: bool
+    ) -> None:
         topology = Topology()
+        # a count of a repartition topic of plain JSON takes the values this process wrote
+        # there as read (``sent_json``): with ``written``, the valid ones of VALUES
+        sent_json.SENT.clear()
+        if written:
+            sent_json.SENT.update(v for v in VALUES if v is not None and v != b"{bad")
         serdes: dict[str, Any] = {
             "key": {"str": STR, "json": JSON, "long": LONG}[key],
-            "value": Json(Op),
+            "value": JSON if count and repartition else Json(Op),
             "timestamp": None if repartition else extractor if extract else None,
         }
         if merge:  # two streams merged: the aggregation is fused through the merge's pass-through
