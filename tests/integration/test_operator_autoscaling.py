@@ -167,7 +167,13 @@ def test_autoscaling_scales_the_active_color_out_and_a_deploy_holds_it(  # noqa:
         # the spec goes back to what blue runs: the deploy is cancelled and blue scales out
         apply(kubectl, body)
         wait_for("blue at 3 replicas", lambda: blue_replicas() == 3, timeout=20)
-        scaled = status()["autoscaling"]
+        # the status follows the StatefulSet in the operator's next patch (a slow machine read
+        # the held decision's status after the StatefulSet had moved)
+        scaled = wait_for(
+            "status.autoscaling at 3",
+            lambda: a if (a := status().get("autoscaling", {})).get("current") == 3 else None,
+            timeout=20,
+        )
         assert scaled["current"] == 3 and scaled["replicas"]["blue"] == 3, scaled
         assert scaled["step"]["phase"] in ("ScalingOut", "WarmingUp") and scaled["step"]["to"] == 3, scaled
         assert scaled.get("lastScaleTime"), scaled
@@ -248,8 +254,18 @@ def test_autoscaling_scales_in_from_the_workers_busy_fraction_while_they_keep_up
             # with no state at all: the drained tasks then move at once, staged, and start warm
             # or not as the staging copy's race with the follow-up rebalance goes (a fresh-clone
             # run got both "restored"). With a low bound they are warmed up first and promoted
-            # at the next probing rebalance, while the drained Pod still runs them.
-            extra_args=["--acceptable-recovery-lag", "20", "--probing-rebalance-interval-ms", "2000"],
+            # at the next probing rebalance, while the drained Pod still runs them. Commits
+            # every second fill the changelog past that bound before the drain: at the 30 s
+            # default a slow machine drained before the first commit, the changelog still
+            # empty, so there was nothing to warm up (a fresh-clone run got four "restored").
+            extra_args=[
+                "--acceptable-recovery-lag",
+                "20",
+                "--probing-rebalance-interval-ms",
+                "2000",
+                "--commit-interval-ms",
+                "1000",
+            ],
         )
         for i in range(2)
     ]
