@@ -201,8 +201,9 @@ def test_a_pod_marked_to_drain_leaves_the_group_when_it_stops(
 
             wait_for("pod-2 never released its tasks", drained, 90, every=0.5)
             workers[2].stop()
-            # well inside the 45 s session timeout, which alone removed it before
-            wait_for("pod-2, stopped while marked to drain, still a member", members(2), 15, every=0.5)
+            # inside the 45 s session timeout, which alone removed it before (the leave is at
+            # once; the rebalance after it took over 15 s in a slow machine's fresh-clone run)
+            wait_for("pod-2, stopped while marked to drain, still a member", members(2), 30, every=0.5)
             assert any(str(x.get("msg", "")).startswith("left the group for good") for x in workers[2].logs())
 
             workers[1].stop()  # not marked: a static member that stops keeps its place for its session
