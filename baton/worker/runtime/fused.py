@@ -47,7 +47,7 @@ from baton.worker.runtime.producer import dead_letter_stage
 from baton.worker.state.task_store import DELETED, MISSING, entry_size
 from baton.worker.topology.context import RecordContext
 from baton.worker.topology.counting import plus_one
-from baton.worker.topology.serdes import JsonSerde, fast_deserializer, round_trips
+from baton.worker.topology.serdes import fast_deserializer, round_trips
 
 if TYPE_CHECKING:
     from baton.worker.runtime.record import Message
@@ -93,12 +93,7 @@ class FusedAggregate:
         self._key_is_raw = type(store_serde) is type(node.key_serde) and round_trips(store_serde)
         # a count over a repartition topic of JSON takes a value this process wrote there as
         # read, without parsing it (``sent_json``): a count never reads the value
-        self._known_json = (
-            aggregate.aggregator is plus_one
-            and node.internal
-            and node.timestamp is None
-            and type(node.value_serde) is JsonSerde
-        )
+        self._known_json = sent_json.read_back(node, aggregate.aggregator)
 
     def run(self, messages: Sequence[Message], start: int, stop: int) -> None:  # noqa: C901 - the per-record loop, inlined on purpose: each helper would be a call per record
         """Fold ``messages[start:stop]`` up to the end of the run or a record this loop hands back.

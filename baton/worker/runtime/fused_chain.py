@@ -219,12 +219,7 @@ class FusedChain:
         # nothing else reads the value of takes a noted value as read without parsing it
         self._note_json = isinstance(end, SinkProcessor) and end.internal and type(value_serde) is JsonSerde
         self._known_json = (
-            not isinstance(end, SinkProcessor)
-            and end.aggregator is plus_one
-            and not steps
-            and node.internal
-            and node.timestamp is None
-            and type(node.value_serde) is JsonSerde
+            not isinstance(end, SinkProcessor) and not steps and sent_json.read_back(node, end.aggregator)
         )
 
     def run(self, messages: Sequence[Message], start: int, stop: int) -> None:  # noqa: C901 - the per-record loop, inlined on purpose: each helper would be a call per record

@@ -13,6 +13,15 @@ wrote the topic) is parsed as before. Only the processing thread touches it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from baton.worker.topology.counting import plus_one
+from baton.worker.topology.serdes import JsonSerde
+
+if TYPE_CHECKING:
+    from baton.worker.topology.graph import SourceNode
+
 # value bytes of the repartition records sent since the set was last emptied
 SENT: set[bytes] = set()
 # records in flight between a send and its read-back in the same process are a few
@@ -25,3 +34,15 @@ def make_room() -> set[bytes]:
     if len(SENT) > LIMIT:
         SENT.clear()
     return SENT
+
+
+def read_back(node: SourceNode, aggregator: Callable[..., Any]) -> bool:
+    """Whether a count fed straight from ``node`` may take a value this set holds as read:
+    a repartition topic of plain JSON, whose values nothing reads (no timestamp extractor),
+    counted. Both fused loops ask this; ``FusedChain`` only with no steps before the count."""
+    return (
+        aggregator is plus_one
+        and node.internal
+        and node.timestamp is None
+        and type(node.value_serde) is JsonSerde
+    )
