@@ -5,6 +5,7 @@ and, with ``in-process``, CPU and Python calls per record of several topologies 
                                 [--guarantee at_least_once] [--json bench/cpu_profile.json]
     python bench/cpu_profile.py in-process [--topology windowed-repartition,stream-table-join]
                                 [--records 300000] [--paths fast,general] [--repeat 5] [--json F]
+                                [--instructions] [--instruction-records 40000]
 
 **In-process** (no broker; the worker's own code and nothing else). Records run through the
 worker's real ``Task`` and processor tree over real RocksDB stores, with the worker's memory
@@ -21,7 +22,13 @@ of ``--repeat`` runs; paths alternate, so a change of the machine's speed meets 
 and Python calls counted by ``cProfile`` in a separate run (``py`` functions, ``C``
 built-ins called from Python; the bench's own frames, its send among them, are left out:
 the worker's ``Output.send`` is one more per record sent): counts are what machine load
-cannot move. ``fast`` is the worker as it runs; ``general`` is
+cannot move. With ``--instructions``, also the instructions per input record that valgrind
+counts (``cachegrind``, every thread of the process: RocksDB's included), from two runs of
+``--instruction-records`` / 4 and ``--instruction-records`` records over the same generated
+input, their difference divided by the records between: repeatable to a few instructions
+whatever else the machine does, so two checkouts compare on a noisy machine where CPU time
+cannot tell a 5 % change (valgrind runs Python some 50 times slower: keep the records few).
+``fast`` is the worker as it runs; ``general`` is
 ``Task(fuse_aggregations=False)``, the reference path every fast path is tested against
 (tests/unit/worker/runtime/test_fused_model.py, test_fast_path_models.py).
 
@@ -46,6 +53,7 @@ import pstats
 import random
 import re
 import runpy
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -505,6 +513,40 @@ def _measure(scenario: Scenario, messages: list[Message], *, fast: bool, profile
         return out
 
 
+def _instructions(name: str, path: str, records: int) -> float:
+    """Instructions per record of one topology's path, counted by valgrind (see the module's docstring)."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        sys.exit("--instructions needs valgrind: install it (Debian/Ubuntu: apt-get install valgrind)")
+    small = records // 4
+    totals = []
+    for n in (small, records):
+        done = subprocess.run(
+            [
+                *(valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"),
+                *(sys.executable, __file__, "in-process-count", name, path, str(records), str(n)),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},  # str hashes, hence dict probes, alike in both runs
+            check=False,
+        )
+        found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+        if done.returncode != 0 or found is None:
+            sys.exit(f"valgrind's run of {name} ({path}, {n} records) failed:\n{done.stderr[-2000:]}")
+        totals.append(int(found.group(1).replace(",", "")))
+    return (totals[1] - totals[0]) / (records - small)
+
+
+def _count_child(argv: list[str]) -> None:
+    """Under valgrind: ``records`` clicks made, the first ``n`` processed (what ``_instructions`` counts)."""
+    name, path, records, n = argv[0], argv[1], int(argv[2]), int(argv[3])
+    keep_heap_top()
+    settle_garbage_collector()
+    messages = _clicks(records)  # made whole in both runs: only the processing differs
+    _measure(SCENARIOS[name], messages[:n], fast=path == "fast", profile=False)
+
+
 def in_process(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(
         prog="cpu_profile.py in-process", description="CPU and calls per record, no broker"
@@ -519,6 +561,10 @@ def in_process(argv: list[str]) -> None:
     parser.add_argument("--paths", default="fast,general")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count instructions per record (needs valgrind)"
+    )
+    parser.add_argument("--instruction-records", type=int, default=40_000)
     args = parser.parse_args(argv)
     keep_heap_top()  # the worker's memory settings (runtime/memory.py)
     settle_garbage_collector()
@@ -546,11 +592,14 @@ def in_process(argv: list[str]) -> None:
                 "sent_per_record": round(best["sent_per_record"], 3),
                 "dead_letters": best["dead_letters"],
             }
+            if args.instructions:
+                row["instructions_per_record"] = round(_instructions(name, path, args.instruction_records))
             results[name][path] = row
+            counted = f"{row['instructions_per_record']:>9,} instr/rec" if args.instructions else ""
             print(
                 f"{name:<22}{path:<9}{row['us_per_record']:>8.2f} µs/rec (runs {row['us_per_record_runs']})"
                 f"{row['py_calls_per_record']:>8.2f} py calls/rec{row['c_calls_per_record']:>8.2f} C calls/rec"
-                f"{row['sent_per_record']:>8.3f} sent/rec",
+                f"{row['sent_per_record']:>8.3f} sent/rec{counted}",
                 flush=True,
             )
     if args.json is not None:
@@ -560,6 +609,9 @@ def in_process(argv: list[str]) -> None:
 def main() -> None:
     if sys.argv[1:2] == ["in-process"]:
         in_process(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["in-process-count"]:
+        _count_child(sys.argv[2:])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", default=os.environ.get("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:9092"))

@@ -155,3 +155,20 @@ def test_profile_bench_charges_every_sample_to_a_stage(kafka_bootstrap: str, tmp
     assert report["samples"] > 0
     assert abs(sum(report["stages"].values()) - 100) < 1, report["stages"]
     assert any(name.startswith("deserialize") for name in report["stages"]), report["stages"]
+
+
+def test_in_process_bench_counts_the_instructions_a_record_costs(tmp_path: Path) -> None:
+    """The instruction count two checkouts compare by (docs/benchmarks.md, "Instructions, where
+    time cannot tell"): valgrind's, of the worker as it runs and of the general path it stands in
+    for. It is deterministic, so the fused loop's saving is asserted, not just printed."""
+    out = tmp_path / "in-process.json"
+    _run(
+        "cpu_profile.py",
+        "in-process",
+        *("--topology", "click-counter", "--paths", "fast,general"),
+        *("--records", "2000", "--repeat", "1", "--profile-records", "2000"),
+        *("--instructions", "--instruction-records", "6000", "--json", str(out)),
+    )
+    rows = json.loads(out.read_text())["click-counter"]
+    fast, general = rows["fast"]["instructions_per_record"], rows["general"]["instructions_per_record"]
+    assert 1_000 < fast < general, rows

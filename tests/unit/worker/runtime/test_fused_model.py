@@ -77,6 +77,8 @@ VALUES = [
     b'{"n": 3, "op": "del"}',
     b'{"n": 1, "op": "boom"}',
     b'{"n": "1"}',  # strict: a string is not an int
+    b'{"n": 2, "extra": true}',  # a name the model ignores
+    b"[1]",  # no object: a count checks it without building an Op (``serdes.checking_deserializer``)
     b"{bad",
     None,  # a tombstone: not folded
 ]
