@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 
 # value bytes of the repartition records sent since the set was last emptied
 SENT: set[bytes] = set()
-# records in flight between a send and its read-back in the same process are a few
-# thousand; past this the set starts over, and the reads it forgot parse again
+# records between a send and its read-back in the same process: a few thousand when the
+# worker keeps up; on a backlog, the consumer's prefetch of the input, far more (1.3 % found
+# on a 300,000-click backlog). Past this the set starts over, and the reads it forgot parse
+# again: a bound on memory, not a guess at the distance.
 LIMIT = 32_768
 
 
