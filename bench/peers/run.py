@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -680,10 +680,15 @@ def main() -> None:
 
 
 def drop_topics(admin: AdminClient, which: Callable[[str], bool]) -> None:
+    """Delete the matching topics; one already gone (another run deleted it after the listing) is fine."""
     names = [t for t in admin.list_topics(timeout=10).topics if which(t)]
     if names:
         for future in admin.delete_topics(names).values():
-            future.result(60)
+            try:
+                future.result(60)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise
 
 
 def naming(app: str) -> Callable[[str], bool]:
