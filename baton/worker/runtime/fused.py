@@ -48,7 +48,7 @@ from baton.worker.runtime.processors.base import ProcessorNode
 from baton.worker.runtime.producer import dead_letter_stage
 from baton.worker.state.task_store import DELETED, MISSING, entry_size
 from baton.worker.topology.context import RecordContext
-from baton.worker.topology.counting import plus_one
+from baton.worker.topology.counting import plus_one, reads_no_value
 from baton.worker.topology.serdes import checking_deserializer, fast_deserializer, round_trips
 
 if TYPE_CHECKING:
@@ -89,9 +89,10 @@ class FusedAggregate:
         self._deserialize_key = fast_deserializer(node.key_serde)
         self._extract = node.timestamp
         # a count never reads the value: only whether it is valid (a model's instance is not built)
-        reads_value = aggregate.aggregator is not plus_one or self._extract is not None
         self._deserialize_value: Callable[[bytes], Any] = (
-            fast_deserializer(node.value_serde) if reads_value else checking_deserializer(node.value_serde)
+            checking_deserializer(node.value_serde)
+            if reads_no_value(node, aggregate.aggregator)
+            else fast_deserializer(node.value_serde)
         )
         # the record's key bytes are the store key when the store would serialize the key to
         # exactly those bytes again (same serde, and one that round-trips: str, bytes, long)

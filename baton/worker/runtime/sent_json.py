@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from baton.worker.topology.counting import plus_one
+from baton.worker.topology.counting import reads_no_value
 from baton.worker.topology.serdes import JsonSerde
 
 if TYPE_CHECKING:
@@ -42,9 +42,4 @@ def read_back(node: SourceNode, aggregator: Callable[..., Any]) -> bool:
     """Whether a count fed straight from ``node`` may take a value this set holds as read:
     a repartition topic of plain JSON, whose values nothing reads (no timestamp extractor),
     counted. Both fused loops ask this; ``FusedChain`` only with no steps before the count."""
-    return (
-        aggregator is plus_one
-        and node.internal
-        and node.timestamp is None
-        and type(node.value_serde) is JsonSerde
-    )
+    return reads_no_value(node, aggregator) and node.internal and type(node.value_serde) is JsonSerde

@@ -10,7 +10,11 @@ could recognise.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from baton.worker.topology.graph import SourceNode
 
 
 def zero() -> int:
@@ -28,3 +32,10 @@ def minus_one(_key: Any, _value: Any, count: Any) -> Any:
 def added(_key: Any, older: Any, newer: Any) -> Any:
     """Session windows' merger: two sessions' counts add up."""
     return older + newer
+
+
+def reads_no_value(node: SourceNode, aggregator: Callable[..., Any]) -> bool:
+    """Whether nothing reads the values a count folds straight from ``node``: the aggregator
+    is ``count()``'s and no timestamp extractor looks at them. Then a fast path only needs to
+    know that a value is valid (``serdes.checking_deserializer``, ``runtime/sent_json.py``)."""
+    return aggregator is plus_one and node.timestamp is None
