@@ -193,6 +193,35 @@ class AutoscaleReport:
         seen = [s.replicas for s in self.samples if start_t <= s.t <= end_t and s.replicas is not None]
         return sum(1 for a, b in itertools.pairwise(seen) if a != b)
 
+    def early_scale_out(self, before_t: float, low_rate: float) -> str | None:
+        """Why the first scale-out, if it came before ``before_t`` (at the low rate), was wrong.
+
+        One replica keeps up with the low rate on an idle machine; on a loaded one (CI: Spark
+        jobs and other tests beside the node, the idle color's Pod starting) it may not, and
+        then scaling out is right. It is right only if the active group was behind its lag
+        target (here from committed offsets, not from what the operator read) in every sample
+        of the scale-up window before the step. None: no such problem."""
+        cfg = self.config
+        outs = [st for st in self.steps if st.to_replicas > st.from_replicas]
+        if not outs or outs[0].start_t >= before_t:
+            return None
+        first = outs[0]
+        lag_target = cfg.lag_seconds * low_rate / cfg.partitions  # per task (partition)
+        window = [
+            s
+            for s in self.samples
+            if first.start_t - cfg.scale_up_window_s <= s.t <= first.start_t and s.lag_max is not None
+        ]
+        behind = [s for s in window if s.lag_max is not None and s.lag_max > lag_target]
+        if window and len(behind) == len(window):
+            return None
+        return (
+            f"scaled out {first.from_replicas} -> {first.to_replicas} at {first.start_t:.0f}s, before "
+            f"{before_t:.0f}s, while the group kept up with {low_rate:.0f} records/s: {len(behind)} of "
+            f"{len(window)} samples of the {cfg.scale_up_window_s:.0f}s before it over the lag target "
+            f"of {lag_target:.0f} records a partition"
+        )
+
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["passed"] = self.passed

@@ -5,7 +5,9 @@ The operator (installed with the chart, its autoscaling pass every 2 s) runs
 target of 3 s of input, 10 s up and 20 s down windows), exactly-once, on the stack's node
 from the runtime image. The lookup waits 4 ms per click, so one replica serves about 240
 clicks/s: the input runs at 100/s, then 400/s (one replica falls behind: the operator must
-scale out), then 100/s again, then stops (no input: back to one replica). The counts must be
+scale out; on a loaded machine one replica may fall behind the 100/s already, and a
+scale-out then is right if the group was behind its lag target throughout the scale-up window),
+then 100/s again, then stops (no input: back to one replica). The counts must be
 exactly 1..n per user in order, and while the rate holds, the replicas change at most once
 after the scale-up window (no flapping). The scenario is ``batondev.autoscale``.
 """
@@ -76,8 +78,11 @@ def test_the_operator_scales_out_under_load_and_back_in_without_flapping_and_cou
     replicas = [s.replicas for s in report.samples if s.replicas is not None]
     assert max(replicas) >= 2, f"never scaled out: {report.samples_table()}"
     outs = [st for st in report.steps if st.to_replicas > st.from_replicas]
-    # the load scaled it out, not the low rate (startedAt has whole seconds)
-    assert outs and outs[0].start_t >= HIGH_FROM - 1, f"{report.steps_table()}\n{report.reasons()}"
+    assert outs, report.steps_table()
+    # the load scaled it out, not the low rate, unless one replica fell behind the low rate
+    # (a loaded machine); startedAt has whole seconds
+    early = report.early_scale_out(HIGH_FROM - 1, LOW)
+    assert early is None, f"{early}\n{report.samples_table()}\n{report.reasons()}"
     assert report.settled, f"not back at 1 replica after the input stopped: {report.samples_table()}"
     assert replicas[-1] == 1
     # no flapping: once the scale-up window has passed at a steady rate, at most one change
