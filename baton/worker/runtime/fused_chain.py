@@ -362,7 +362,14 @@ class FusedChain:
                                 value_bytes = None if value is None else value_serde.serialize(value)
                             if to_internal or gate is None or gate.allows(topic, own, offset):
                                 send(sink_topic, key_bytes, value_bytes, None, timestamp, None)
-                                if sent is not None and value_bytes is not None:
+                                # a value, never a JSON null (the raw bytes of a None, or orjson's
+                                # NaN): a count skips a null, and would count a noted one
+                                if (
+                                    sent is not None
+                                    and value_bytes is not None
+                                    and value is not None
+                                    and value_bytes != b"null"
+                                ):
                                     sent.add(value_bytes)
                         # -- or an aggregation, of a key or of its time windows -------------------
                         elif key is not None and value is not None:

@@ -6,7 +6,9 @@ is JSON (a value that is not goes to the dead-letter topic). When the task readi
 repartition partition runs in the process that wrote it (one process does both, or its
 share of the partitions), the bytes it reads back are bytes written here: parsed on the way
 in (forwarded as they arrived, ``serdes.decodes_alike``) or made by orjson, valid JSON either
-way, so a set membership (a hash) stands for the parse and the dict it builds. A record
+way, so a set membership (a hash) stands for the parse and the dict it builds. Only values are
+noted, never a JSON ``null``: a count skips a null value as it skips a tombstone, and would
+count a noted one (``test_fast_path_models.py`` checks the sink's side and the count's). A record
 this set does not hold (another process wrote it, the set was emptied, or something else
 wrote the topic) is parsed as before. Only the processing thread touches it.
 """

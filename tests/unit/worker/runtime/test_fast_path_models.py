@@ -77,6 +77,7 @@ VALUES: list[bytes | None] = [
     b'{"n": 5}',
     b"{bad",
     b"[1, 2]",  # JSON, but the steps' value["n"] raises TypeError
+    b"null",  # JSON whose value is None: an aggregation skips it, as it skips a tombstone
     None,
 ]
 # what a record's headers say never changes what either path does: the origin header that
@@ -152,7 +153,7 @@ class AggregateModel(TwoPaths):
         # (``sent_json``): with ``written``, the valid ones of VALUES
         sent_json.SENT.clear()
         if written:
-            sent_json.SENT.update(v for v in VALUES if v is not None and _is_json(v))
+            sent_json.SENT.update(v for v in VALUES if v is not None and _noted(v))
         topology = Topology()
         serde = KEY_SERDES[key]
         timestamp = (
@@ -256,12 +257,13 @@ def _step(kind: str, text: bool) -> Callable[..., Any]:
     raise AssertionError(kind)
 
 
-def _is_json(raw: bytes) -> bool:
+def _noted(raw: bytes) -> bool:
+    """What a repartition sink may note in ``sent_json.SENT``: JSON of a value (not null, which
+    an aggregation skips as it skips a tombstone, where a value noted as read would count)."""
     try:
-        orjson.loads(raw)
+        return orjson.loads(raw) is not None
     except orjson.JSONDecodeError:
         return False
-    return True
 
 
 def _seen(value: dict[str, Any]) -> dict[str, Any]:
@@ -317,7 +319,13 @@ class SinkModel(TwoPaths):
         built = topology.build()
         self.keys = KEYS[key]
         self.json_repartition = repartition and not text
+        sent_json.SENT.clear()
         self.setup(built.subtopologies[0], gate=EveryThirdHeldBack() if gated else OpenGate())
+
+    @invariant()
+    def only_values_are_noted(self) -> None:
+        """A count takes a noted value as read (``sent_json``): the sinks note no null."""
+        assert all(_noted(raw) for raw in sent_json.SENT), sorted(sent_json.SENT)
 
     def alike(self, sent: Sent) -> list[Any]:
         """A repartition topic's JSON values need only decode alike (``serdes.decodes_alike``):
