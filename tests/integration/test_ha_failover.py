@@ -7,7 +7,8 @@ and the count of changelog records the new owner restores must be exactly:
 * with one standby, for **every** task it owned: the changelog tail after the standby's
   checkpoint, restored by the member that held the standby (Baton's assignor hands a
   dead member's tasks to caught-up standby holders; the stock assignor did so for about
-  half of them);
+  half of them), except where one member held the standbys of two of them and the
+  changelogs are short enough that balance moves one to a member without state;
 * with standby 0, what follows the new owner's local checkpoint: the whole changelog
   partition, unless the assignor found a member with a leftover copy (the task's folder
   from before the initial balancing), which it prefers.
@@ -29,8 +30,11 @@ from batondev.standbys import clicks, describe, hosted_standbys, labelled_metric
 from baton.operator.coverage import read_coverage
 from baton.testing import WorkerProcess, end_offsets, group_committed, produce, read_all, wait_for
 from baton.worker.assignment.model import StandbyCoverage
+from baton.worker.config import WorkerConfig
 
 pytestmark = pytest.mark.integration
+
+ACCEPTABLE_RECOVERY_LAG = WorkerConfig.model_fields["acceptable_recovery_lag"].default  # the workers run it
 
 
 @pytest.mark.parametrize(
@@ -179,11 +183,20 @@ def test_failover_restores_the_tail_with_a_standby_and_everything_without(  # no
                 assert restored == tail, (partition, start, end, restored, tail, full)
                 assert start > 0 or restored == full, (partition, start, end, restored, full)
         if standbys:
-            assert promoted == len(moved), (
-                f"{promoted} of {len(moved)} moved tasks were promoted from a standby"
+            # Changelogs no longer than acceptable.recovery.lag make every member caught up (as
+            # in Kafka Streams). A holder of two of the dead member's standbys would then run
+            # more than its balanced share, so it hands one of them to a member under its share,
+            # which restores that whole short partition (the assignor's second pass): each
+            # holder promotes at least one. Longer changelogs leave it over its share instead,
+            # with a warmup, so every moved task is promoted.
+            short = KEYS // PARTITIONS <= ACCEPTABLE_RECOVERY_LAG
+            need = len({holders[p] for p in moved}) if short else len(moved)
+            assert promoted >= need, (
+                f"{promoted} of {len(moved)} moved tasks were promoted from a standby, on "
+                f"{len({holders[p] for p in moved})} holders (at least {need} expected)"
             )
             starts = {n: labelled_metric(w, "baton_task_starts_total") for n, w in survivors.items()}
-            assert sum(v.get('{kind="promoted"}', 0) for v in starts.values()) >= len(moved), starts
+            assert sum(v.get('{kind="promoted"}', 0) for v in starts.values()) >= need, starts
         # nothing counted twice or lost: one count per key, the late keys counted once
         final = {r.key: r.value for r in read_all(kafka_bootstrap, sink)}
         assert len(final) == KEYS + len(after)
