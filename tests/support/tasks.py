@@ -69,6 +69,7 @@ def make_task(
     on_late: Callable[[], None] = lambda: None,
     *,
     global_stores: dict[str, MemoryStore] | None = None,
+    fuse_aggregations: bool = True,
 ) -> tuple[Task, Sent, Dead, dict[str, MemoryStore]]:
     built = topology.build()
     s = built.subtopologies[sub]
@@ -91,6 +92,7 @@ def make_task(
         dead_letter=dead,
         on_late=on_late,
         global_stores=global_stores,
+        fuse_aggregations=fuse_aggregations,
     )
     return task, sent, dead, stores
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from baton.worker.runtime import sent_json
+from baton.worker.runtime import own_json
 from baton.worker.runtime.processors.aggregate import AggregateProcessor
 from baton.worker.runtime.processors.base import ProcessorNode
 from baton.worker.runtime.producer import dead_letter_stage
@@ -68,7 +68,7 @@ class FusedAggregate:
         "_deserialize_value",
         "_extract",
         "_key_is_raw",
-        "_known_json",
+        "_own_json",
         "_partition",
         "stopped",
     )
@@ -98,9 +98,9 @@ class FusedAggregate:
         # exactly those bytes again (same serde, and one that round-trips: str, bytes, long)
         store_serde = aggregate.store.spec.key_serde
         self._key_is_raw = type(store_serde) is type(node.key_serde) and round_trips(store_serde)
-        # a count over a repartition topic of JSON takes a value this process wrote there as
-        # read, without parsing it (``sent_json``): a count never reads the value
-        self._known_json = sent_json.read_back(node, aggregate.aggregator)
+        # a count over Baton's own repartition topic of JSON takes a value as read, without
+        # parsing it (``own_json``): a count never reads the value
+        self._own_json = own_json.takes_as_read(node, aggregate.aggregator)
 
     def run(self, messages: Sequence[Message], start: int, stop: int) -> None:  # noqa: C901 - the per-record loop, inlined on purpose: each helper would be a call per record
         """Fold ``messages[start:stop]`` up to the end of the run or a record this loop hands back.
@@ -131,8 +131,7 @@ class FusedAggregate:
         overlay, budget = store.overlay, store.budget  # the overlay is only ever changed in place
         overlay_get = overlay.get
         dirty = store.dirty  # a flush replaces it: read again after anything that may flush
-        known_json = self._known_json
-        sent = sent_json.make_room() if known_json else None
+        own_json_values = self._own_json
         i, done_offset, done_timestamp = start, -1, 0
         try:
             while i < stop:
@@ -147,8 +146,8 @@ class FusedAggregate:
                     key = None if raw_key is None else deserialize_key(raw_key)
                     if raw_value is None:
                         value = None
-                    elif known_json and raw_value in sent:  # type: ignore[operator]
-                        value = raw_value  # JSON this process wrote; the count never reads it
+                    elif own_json_values:  # own_json_value, inlined: the count never reads the value
+                        value = None if raw_value == b"null" else raw_value
                     else:
                         value = deserialize_value(raw_value)
                     if extract is not None:

@@ -52,7 +52,7 @@ import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from baton.worker.runtime import sent_json
+from baton.worker.runtime import own_json
 from baton.worker.runtime.processors.aggregate import AggregateProcessor
 from baton.worker.runtime.processors.base import ProcessorNode
 from baton.worker.runtime.processors.joins import JoinProcessor
@@ -73,7 +73,6 @@ from baton.worker.topology.counting import plus_one
 from baton.worker.topology.graph import TableNode
 from baton.worker.topology.serdes import (
     BYTES,
-    JsonSerde,
     Serde,
     decodes_alike,
     fast_deserializer,
@@ -160,8 +159,7 @@ class FusedChain:
         "_extract",
         "_key_is_raw",
         "_key_serde",
-        "_known_json",
-        "_note_json",
+        "_own_json",
         "_partition",
         "_sink",
         "_steps",
@@ -215,11 +213,10 @@ class FusedChain:
         )
         same_kind = type(value_serde) is type(node.value_serde)
         self._value_is_raw = same_kind and (decodes_alike if alike else round_trips)(value_serde)
-        # JSON into a repartition topic: its bytes are noted (``sent_json``); a count that
-        # nothing else reads the value of takes a noted value as read without parsing it
-        self._note_json = isinstance(end, SinkProcessor) and end.internal and type(value_serde) is JsonSerde
-        self._known_json = (
-            not isinstance(end, SinkProcessor) and not steps and sent_json.read_back(node, end.aggregator)
+        # a count straight from Baton's own repartition topic of JSON takes a value as read,
+        # without parsing it (``own_json``)
+        self._own_json = (
+            not isinstance(end, SinkProcessor) and not steps and own_json.takes_as_read(node, end.aggregator)
         )
 
     def run(self, messages: Sequence[Message], start: int, stop: int) -> None:  # noqa: C901 - the per-record loop, inlined on purpose: each helper would be a call per record
@@ -240,8 +237,7 @@ class FusedChain:
         deserialize_key, deserialize_value = self._deserialize_key, self._deserialize_value
         extract, dead_letter, steps = self._extract, self._dead_letter, self._steps
         key_is_raw, value_is_raw = self._key_is_raw, self._value_is_raw
-        known_json = self._known_json
-        sent = sent_json.make_room() if self._note_json or known_json else None
+        own_json_values = self._own_json
         key_serde, value_serde = self._key_serde, self._value_serde
         key_serialize, value_serialize = fast_serializer(key_serde), fast_serializer(value_serde)
         sink, agg = self._sink, self._aggregate
@@ -280,8 +276,8 @@ class FusedChain:
                     key0 = None if raw_key is None else deserialize_key(raw_key)
                     if raw_value is None:
                         value0 = None
-                    elif known_json and raw_value in sent:  # type: ignore[operator]
-                        value0 = raw_value  # JSON this process wrote; the count never reads it
+                    elif own_json_values:  # own_json_value, inlined: the count never reads the value
+                        value0 = None if raw_value == b"null" else raw_value
                     else:
                         value0 = deserialize_value(raw_value)
                     if extract is not None:
@@ -343,18 +339,20 @@ class FusedChain:
                     else:
                         if sink is not None:
                             try:
+                                # None first, as the general path: a JSON null's raw bytes
+                                # would reach a count over the topic as a value (``own_json``)
                                 key_bytes = (
-                                    raw_key
-                                    if key is key0 and key_is_raw and type(raw_key) is bytes
-                                    else None
+                                    None
                                     if key is None
+                                    else raw_key
+                                    if key is key0 and key_is_raw and type(raw_key) is bytes
                                     else key_serialize(key)
                                 )
                                 value_bytes = (
-                                    raw_value
-                                    if value is value0 and value_is_raw and type(raw_value) is bytes
-                                    else None
+                                    None
                                     if value is None
+                                    else raw_value
+                                    if value is value0 and value_is_raw and type(raw_value) is bytes
                                     else value_serialize(value)
                                 )
                             except Exception:  # the serdes' own serialize: the same bytes, or their own error
@@ -362,15 +360,6 @@ class FusedChain:
                                 value_bytes = None if value is None else value_serde.serialize(value)
                             if to_internal or gate is None or gate.allows(topic, own, offset):
                                 send(sink_topic, key_bytes, value_bytes, None, timestamp, None)
-                                # a value, never a JSON null (the raw bytes of a None, or orjson's
-                                # NaN): a count skips a null, and would count a noted one
-                                if (
-                                    sent is not None
-                                    and value_bytes is not None
-                                    and value is not None
-                                    and value_bytes != b"null"
-                                ):
-                                    sent.add(value_bytes)
                         # -- or an aggregation, of a key or of its time windows -------------------
                         elif key is not None and value is not None:
                             if windowed is None:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from baton.worker.naming import TaskId, changelog_topic, internal_topic
+from baton.worker.runtime import own_json
 from baton.worker.runtime.processors.base import ProcessorNode
 from baton.worker.runtime.processors.custom import CustomProcessor
 from baton.worker.runtime.producer import dead_letter_stage
@@ -48,6 +49,10 @@ class _Source:
         # the serdes' C functions where they have them: a Python call less per record each
         self.deserialize_key = fast_deserializer(node.key_serde)
         self.deserialize_value = fast_deserializer(node.value_serde)
+        aggregator = own_json.straight_aggregator(root)
+        if aggregator is not None and own_json.takes_as_read(node, aggregator):
+            # a count straight from Baton's own JSON repartition topic: the fused loops' rule
+            self.deserialize_value = own_json.own_json_value
         self.timestamp = node.timestamp
         self.fused = fused  # one loop for the whole tree, when it is a shape one knows (tree.fast_path)
 

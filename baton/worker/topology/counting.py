@@ -37,5 +37,5 @@ def added(_key: Any, older: Any, newer: Any) -> Any:
 def reads_no_value(node: SourceNode, aggregator: Callable[..., Any]) -> bool:
     """Whether nothing reads the values a count folds straight from ``node``: the aggregator
     is ``count()``'s and no timestamp extractor looks at them. Then a fast path only needs to
-    know that a value is valid (``serdes.checking_deserializer``, ``runtime/sent_json.py``)."""
+    know that a value is valid (``serdes.checking_deserializer``) or not null (``runtime/own_json.py``)."""
     return aggregator is plus_one and node.timestamp is None

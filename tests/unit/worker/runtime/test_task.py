@@ -147,6 +147,31 @@ def test_a_repartition_topic_gets_a_json_value_as_the_steps_left_it(in_place: bo
     assert sent.to("app-by-repartition") == [(b"a", b'{"n":1,"seen":true}' if in_place else b'{"n":  1}')]
 
 
+def test_a_json_null_goes_into_a_repartition_topic_as_a_tombstone() -> None:
+    """The count over the repartition topic takes its values as read and skips only a tombstone
+    and b"null" (``own_json``): a null's own bytes (b" null") forwarded would be counted."""
+    t = Topology()
+    t.stream("clicks", key=STR, value=JSON).group_by(lambda k, _v: k, key=STR, name="by").count(store="c")
+    task, sent, dead, _ = make_task(t, caching=True)
+    task.process_run([Msg("clicks", 0, b"a", b" null"), Msg("clicks", 1, b"b", b'{"n": 1}')], 0)
+    assert dead == []
+    assert sent.to("app-by-repartition") == [(b"a", None), (b"b", b'{"n": 1}')]
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_count_takes_its_own_repartition_topics_values_as_read(fused: bool) -> None:
+    """Null and tombstone skipped, anything else counted, nothing dead-lettered: on the fused
+    loop and on the general path alike (``own_json``)."""
+    t = Topology()
+    t.stream("clicks", key=STR, value=JSON).group_by(lambda k, _v: k, key=STR, name="by").count(store="c")
+    task, sent, dead, _ = make_task(t, caching=True, sub=1, fuse_aggregations=fused)
+    values = [b"null", None, b"{bad", b'{"n": 1}', b"[]"]
+    task.process_run([Msg("app-by-repartition", i, b"a", v) for i, v in enumerate(values)], 0)
+    task.flush()
+    assert dead == []
+    assert sent.to("app-c-changelog")[-1] == (b"a", b"3")
+
+
 def test_sink_gate_silences_sinks_but_not_changelogs() -> None:
     task, sent, _dead, _stores = make_task(counter(), caching=False)
     task.process(click(1, "a"))  # origin offset 1: gate closed
