@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from baton.worker.runtime import own_json
 from baton.worker.runtime.processors.aggregate import AggregateProcessor
-from baton.worker.runtime.processors.base import ProcessorNode
+from baton.worker.runtime.processors.base import ProcessorNode, straight_processor
 from baton.worker.runtime.producer import dead_letter_stage
 from baton.worker.state.task_store import DELETED, MISSING, entry_size
 from baton.worker.topology.context import RecordContext
@@ -216,12 +216,7 @@ def fuse(
     custom: bool,
 ) -> FusedAggregate | None:
     """The fused loop for a source, when its records go straight into a cached aggregation."""
-    children = root.children
-    if custom or len(children) != 1:
-        return None
-    child = children[0]
-    while type(child) is ProcessorNode and len(child.children) == 1:  # a merge's pass-through
-        child = child.children[0]
+    child = None if custom else straight_processor(root)
     if type(child) is not AggregateProcessor or not child.store.caching:
         return None
     return FusedAggregate(node, child, ctx, dead_letter, partition)

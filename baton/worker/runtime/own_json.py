@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from baton.worker.runtime.processors.base import ProcessorNode
+from baton.worker.runtime.processors.base import ProcessorNode, straight_processor
 from baton.worker.topology.counting import reads_no_value
 from baton.worker.topology.serdes import JsonSerde
 
@@ -48,10 +48,5 @@ def takes_as_read(node: SourceNode, aggregator: Callable[..., Any]) -> bool:
 def straight_aggregator(root: ProcessorNode) -> Callable[..., Any] | None:
     """The aggregator of the aggregation a source's records go straight into (through a
     merge's pass-throughs), None when they go anywhere else too."""
-    node = root
-    while len(node.children) == 1:
-        node = node.children[0]
-        if type(node) is not ProcessorNode:
-            aggregator = getattr(node, "aggregator", None)
-            return aggregator if callable(aggregator) else None
-    return None
+    aggregator = getattr(straight_processor(root), "aggregator", None)
+    return aggregator if callable(aggregator) else None

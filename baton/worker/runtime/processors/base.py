@@ -92,6 +92,18 @@ class Build:
 Factory = Callable[[Any, Build], ProcessorNode]
 
 
+def straight_processor(root: ProcessorNode) -> ProcessorNode | None:
+    """The one processor a source's records go to, past a merge's pass-throughs (plain
+    ``ProcessorNode``s); None when they go to more than one. The fast paths and the general
+    path's choice of deserializer ask it."""
+    node = root
+    while len(node.children) == 1:
+        node = node.children[0]
+        if type(node) is not ProcessorNode:
+            return node
+    return None
+
+
 def _pass_through(_node: Node, _build: Build) -> ProcessorNode:
     return ProcessorNode()
 
