@@ -190,10 +190,11 @@ def test_failover_restores_the_tail_with_a_standby_and_everything_without(  # no
             # holder promotes at least one. Longer changelogs leave it over its share instead,
             # with a warmup, so every moved task is promoted.
             short = KEYS // PARTITIONS <= ACCEPTABLE_RECOVERY_LAG
-            need = len({holders[p] for p in moved}) if short else len(moved)
+            holding = len({holders[p] for p in moved})
+            need = holding if short else len(moved)
             assert promoted >= need, (
                 f"{promoted} of {len(moved)} moved tasks were promoted from a standby, on "
-                f"{len({holders[p] for p in moved})} holders (at least {need} expected)"
+                f"{holding} holders (at least {need} expected)"
             )
             starts = {n: labelled_metric(w, "baton_task_starts_total") for n, w in survivors.items()}
             assert sum(v.get('{kind="promoted"}', 0) for v in starts.values()) >= need, starts
