@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from batondev.paths import CLICK_COUNTER
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from baton.testing import SteadyInput, WorkerProcess, wait_for
 from tests.support.operator import (
@@ -41,6 +41,22 @@ from tests.support.operator import (
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 4
+RECOVERY_LAG = 20  # the workers' acceptable.recovery.lag in the scale-in test
+
+
+def end_offsets(bootstrap: str, topic: str) -> list[int]:
+    """Each partition's end offset (0 for a partition or topic not there yet)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "end-offsets"})
+    try:
+        ends = []
+        for p in range(PARTITIONS):
+            try:
+                ends.append(max(0, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]))
+            except KafkaException:
+                ends.append(0)
+        return ends
+    finally:
+        consumer.close()
 
 
 class SlowConsumer:
@@ -255,12 +271,11 @@ def test_autoscaling_scales_in_from_the_workers_busy_fraction_while_they_keep_up
             # or not as the staging copy's race with the follow-up rebalance goes (a fresh-clone
             # run got both "restored"). With a low bound they are warmed up first and promoted
             # at the next probing rebalance, while the drained Pod still runs them. Commits
-            # every second fill the changelog past that bound before the drain: at the 30 s
-            # default a slow machine drained before the first commit, the changelog still
-            # empty, so there was nothing to warm up (a fresh-clone run got four "restored").
+            # every second fill the changelog; the scale-in is allowed only once every
+            # changelog partition is past the bound (below).
             extra_args=[
                 "--acceptable-recovery-lag",
-                "20",
+                str(RECOVERY_LAG),
                 "--probing-rebalance-interval-ms",
                 "2000",
                 "--commit-interval-ms",
@@ -282,7 +297,7 @@ def test_autoscaling_scales_in_from_the_workers_busy_fraction_while_they_keep_up
                 standbyReplicas=0,
                 worker={"metricsPort": port},
                 autoscaling={
-                    "minReplicas": 1,
+                    "minReplicas": 2,  # held at 2 until the changelogs are long enough (below)
                     "maxReplicas": 3,
                     "lagRecords": 1000,
                     "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0}},
@@ -313,6 +328,20 @@ def test_autoscaling_scales_in_from_the_workers_busy_fraction_while_they_keep_up
                 60,
                 every=0.5,
             )
+            # A partition whose changelog is within the bound would move unwarmed ("restored"):
+            # a CI run drained that early and got one. Only past it may the operator scale in.
+            changelog = f"{app_id}-blue-user-counts-store-changelog"
+            wait_for(
+                f"every partition of {changelog} past {RECOVERY_LAG * 3} records",
+                lambda: min(end_offsets(kafka_bootstrap, changelog)) > RECOVERY_LAG * 3,
+                60,
+                every=0.5,
+                detail=lambda: str(end_offsets(kafka_bootstrap, changelog)),
+            )
+            kubectl(
+                "patch", "sapp", "click-counter", "-n", namespace, "--type=merge",
+                "-p", json.dumps({"spec": {"autoscaling": {"minReplicas": 1}}}),
+            )  # fmt: skip
             wait_for(
                 "blue scaled in to 1 replica",
                 lambda: blue_replicas() == 1,
