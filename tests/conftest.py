@@ -11,8 +11,6 @@ import contextlib
 import fcntl
 import os
 import re
-import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,8 +24,8 @@ from batondev import kube as kube_mod
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
-from tests.support.durations import cli_deadline
 from tests.support.event_time import expiring, retention_ms
+from tests.support.kube_api import KubectlFn, crd_flock, kubectl_runner
 
 # `dev/test` runs three pytest-xdist workers with `--dist loadgroup`. Tests of the stack's node or
 # the images all go to one of them, one after the other (group "cluster"): the node runs every
@@ -42,14 +40,16 @@ from tests.support.event_time import expiring, retention_ms
 # deletes the Spark Operator's ScheduledSparkApplication CRD, whose deletion stops every
 # operator watching that kind) take `crd_lock` (exclusive, across the workers), and every other
 # test of the Kubernetes API holds it shared (`_crd_shared`), so none runs against a CRD
-# another test is changing.
+# another test is changing. Those that change one run in the cluster group, one after the other
+# with its tests, each of which holds the lock for minutes: in the kube group they waited for
+# them, that worker idle (~270 s of a 1,820 s run, 2026-11-30).
 # The roots only: `kube`, `kubectl`, `namespace` and `operator` all depend on `kube_stack`, and
 # an item's fixturenames hold the whole closure.
 CLUSTER_FIXTURES = frozenset({"node", "runtime_image", "compactor_image"})
 KUBE_FIXTURES = frozenset({"kube_stack"})
 # A test of the Spark cluster that also writes StreamApps (the audit's status) is in the Spark
 # group, not the cluster's: two groups' tests would otherwise run two applications on the Spark
-# cluster at once. It takes `crd_lock`, as the two tests that change the CRD do.
+# cluster at once. It holds the lock shared, as every test of the Kubernetes API does.
 SPARK_CLUSTER_FIXTURES = frozenset({"spark"})
 
 
@@ -59,23 +59,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         fixtures = set(getattr(item, "fixturenames", ()))
         if SPARK_CLUSTER_FIXTURES & fixtures:
             item.add_marker(pytest.mark.xdist_group("spark-cluster"))
-        elif CLUSTER_FIXTURES & fixtures:
+        elif CLUSTER_FIXTURES & fixtures or "crd_lock" in fixtures:
             item.add_marker(pytest.mark.xdist_group("cluster"))
         elif KUBE_FIXTURES & fixtures:
             item.add_marker(pytest.mark.xdist_group("kube"))
-
-
-_CRD_LOCK = Path(tempfile.gettempdir()) / "baton-tests-crd.lock"
-
-
-@contextlib.contextmanager
-def _flock(mode: int) -> Iterator[None]:
-    with open(_CRD_LOCK, "w") as lock:
-        fcntl.flock(lock, mode)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture
@@ -85,7 +72,7 @@ def crd_lock() -> Iterator[None]:
     other releases would change (the aggregated view and edit roles), alone: across
     pytest-xdist's worker processes, no other test of the Kubernetes API runs meanwhile
     (``_crd_shared``)."""
-    with _flock(fcntl.LOCK_EX):
+    with crd_flock(fcntl.LOCK_EX):
         yield
 
 
@@ -97,7 +84,7 @@ def _crd_shared(request: pytest.FixtureRequest) -> Iterator[None]:
     if "crd_lock" in names or not names & {"kube_stack", *CLUSTER_FIXTURES}:
         yield
         return
-    with _flock(fcntl.LOCK_SH):
+    with crd_flock(fcntl.LOCK_SH):
         yield
 
 
@@ -207,30 +194,10 @@ def kube(kube_stack: Kube) -> Kube:
     return kube_stack
 
 
-KubectlFn = Callable[..., "subprocess.CompletedProcess[str]"]
-
-
 @pytest.fixture
 def kubectl(kube: Kube) -> KubectlFn:
     """Run the real kubectl: ``kubectl("get", "pods", "-n", ns, check=True, input=None)``."""
-
-    def run(
-        *args: str, check: bool = True, input: str | None = None, timeout: float | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        out = subprocess.run(
-            [str(kube.kubectl), f"--kubeconfig={kube.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout if timeout is not None else cli_deadline(args),
-        )
-        if check and out.returncode != 0:
-            raise AssertionError(
-                f"kubectl {' '.join(args)} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}"
-            )
-        return out
-
-    return run
+    return kubectl_runner(kube.kubectl, kube.kubeconfig)
 
 
 @pytest.fixture

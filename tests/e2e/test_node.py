@@ -19,7 +19,8 @@ from batondev import e2e
 from batondev import node as node_mod
 
 from baton.testing import produce, read_all, wait_for
-from tests.conftest import KubectlFn, Node
+from tests.conftest import Node
+from tests.support.kube_api import KubectlFn
 
 pytestmark = pytest.mark.e2e
 

@@ -24,11 +24,12 @@ from batondev.paths import CRD, EXAMPLE
 
 from baton.testing import wait_for
 from tests.conftest import Kube
+from tests.support import kube_api
 
 BATON = Path(sys.executable).parent / "baton"
 
 T = TypeVar("T")
-KubectlFn = Callable[..., "subprocess.CompletedProcess[str]"]
+KubectlFn = kube_api.KubectlFn  # the tests import it from here
 
 
 def install_crds(kubectl: KubectlFn) -> None:

@@ -13,8 +13,9 @@ from batondev.e2e import wait_established
 from batondev.paths import FIXTURES
 
 from baton.testing import wait_for
-from tests.conftest import Kube, KubectlFn
+from tests.conftest import Kube
 from tests.support.durations import cli_deadline
+from tests.support.kube_api import KubectlFn
 
 pytestmark = pytest.mark.integration
 
