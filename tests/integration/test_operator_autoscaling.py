@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 from batondev.paths import CLICK_COUNTER
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
-from baton.testing import SteadyInput, WorkerProcess, wait_for
+from baton.testing import SteadyInput, WorkerProcess, end_offsets, wait_for
 from tests.support.operator import (
     KubectlFn,
     OperatorProcess,
@@ -44,19 +44,9 @@ PARTITIONS = 4
 RECOVERY_LAG = 20  # the workers' acceptable.recovery.lag in the scale-in test
 
 
-def end_offsets(bootstrap: str, topic: str) -> list[int]:
-    """Each partition's end offset (0 for a partition or topic not there yet)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "end-offsets"})
-    try:
-        ends = []
-        for p in range(PARTITIONS):
-            try:
-                ends.append(max(0, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]))
-            except KafkaException:
-                ends.append(0)
-        return ends
-    finally:
-        consumer.close()
+def past(ends: dict[int, int], records: int) -> bool:
+    """Every partition of the topic (all PARTITIONS of them there) ends past ``records``."""
+    return len(ends) == PARTITIONS and min(ends.values()) > records
 
 
 class SlowConsumer:
@@ -333,7 +323,7 @@ def test_autoscaling_scales_in_from_the_workers_busy_fraction_while_they_keep_up
             changelog = f"{app_id}-blue-user-counts-store-changelog"
             wait_for(
                 f"every partition of {changelog} past {RECOVERY_LAG * 3} records",
-                lambda: min(end_offsets(kafka_bootstrap, changelog)) > RECOVERY_LAG * 3,
+                lambda: past(end_offsets(kafka_bootstrap, changelog), RECOVERY_LAG * 3),
                 60,
                 every=0.5,
                 detail=lambda: str(end_offsets(kafka_bootstrap, changelog)),

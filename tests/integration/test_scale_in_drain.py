@@ -19,7 +19,7 @@ import pytest
 from baton.control.channel import control_topic
 from baton.operator.coverage import GroupRoles, describe, roles_from
 from baton.operator.flips import write_draining
-from baton.testing import SteadyInput, WorkerProcess, wait_for
+from baton.testing import SteadyInput, WorkerProcess, end_offsets, wait_for
 from tests.support.flips import TOPOLOGY, assert_exact, latest_counts
 from tests.support.secured import listener, properties_file
 
@@ -70,7 +70,8 @@ def test_a_pod_marked_to_drain_hands_its_tasks_to_their_standbys_and_takes_them_
     # not (Kafka Streams' rule): the drained Pod's second task then goes wherever balance
     # wants it when both its standbys sit on one member, and restores there from scratch (a
     # CI run did). With a low bound, only a copy within 20 records counts as state; a task
-    # that fits nowhere caught up stays on the draining Pod until a warmup holds it.
+    # that fits nowhere caught up stays on the draining Pod until a warmup holds it. The drain
+    # waits until every changelog partition is past the bound.
     args = [
         "--no-write-cache",
         "--num-standby-replicas",
@@ -95,6 +96,16 @@ def test_a_pod_marked_to_drain_hands_its_tasks_to_their_standbys_and_takes_them_
                 return roles is not None and roles.members == 3 and all(roles.actives_on({p}) for p in PODS)
 
             wait_for("three members, each running tasks", spread, 120, every=1)
+            # past the bound on every partition (a slow machine may take a while): only then is
+            # a member with no copy of a task not caught up
+            changelog = f"{group}-user-counts-store-changelog"
+            wait_for(
+                f"every partition of {changelog} past 60 records",
+                lambda: (ends := end_offsets(kafka_bootstrap, changelog)) and min(ends.values()) > 60,
+                60,
+                every=0.5,
+                detail=lambda: str(end_offsets(kafka_bootstrap, changelog)),
+            )
             time.sleep(3)  # the standbys catch up (probing rebalances every 2 s)
             marked_at = time.time()
             write_draining(kafka_bootstrap, control_topic(base), {}, "blue", frozenset({"pod-2"}))
