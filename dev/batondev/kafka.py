@@ -20,6 +20,11 @@ Certificates come from the stack's CA (``tls.py``). ``StandardAuthorizer`` with
 grants everything to its own principals (``baton`` over SCRAM, ``baton-client`` by
 certificate, ``clicks-oauth`` by token); tests make principals of their own and grant them
 exactly what they test.
+
+``BATON_KAFKA_PLAIN=1`` starts a bare broker instead: the PLAINTEXT listener only, no TLS,
+SASL, ACLs or Keycloak. A test that needs a second, brand-new broker beside the stack's
+(``BATON_RUN_DIR``, ``BATON_PORT_BASE``) and none of its security starts that way, without
+Keycloak's JVM (~20 s of two cores on a quiet machine).
 """
 
 from __future__ import annotations
@@ -131,7 +136,13 @@ def oauth_bootstrap() -> str:
 STACK_PRINCIPALS = (f"User:{SCRAM_USER}", f"User:{tls.STACK_CLIENT}", f"User:{oidc.STACK_CLIENT}")
 
 
+def _plain() -> bool:
+    return os.environ.get("BATON_KAFKA_PLAIN") == "1"
+
+
 def _listeners() -> dict[str, tuple[int, str]]:
+    if _plain():
+        return {"PLAINTEXT": (ports.KAFKA, "PLAINTEXT")}
     return {
         "PLAINTEXT": (ports.KAFKA, "PLAINTEXT"),
         "SCRAM": (ports.KAFKA_SCRAM, "SASL_PLAINTEXT"),
@@ -159,6 +170,8 @@ def node_mtls_bootstrap() -> str:
 
 
 def _security_properties() -> list[str]:
+    if _plain():
+        return []
     scram_jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
     oauth_jaas = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
     return [
@@ -256,8 +269,10 @@ def up(timeout: float = 120, *, fresh: bool = False) -> None:
     data = run_dir / "data"
     if fresh:
         shutil.rmtree(data, ignore_errors=True)
-    tls.ensure(fresh=fresh or not (data / "meta.properties").exists())
-    oidc.up()  # the OAUTH listener validates tokens against its keys
+    plain = _plain()
+    if not plain:
+        tls.ensure(fresh=fresh or not (data / "meta.properties").exists())
+        oidc.up()  # the OAUTH listener validates tokens against its keys
     run_dir.mkdir(parents=True, exist_ok=True)
     props = run_dir / "server.properties"
     props.write_text(_server_properties(data))
@@ -273,16 +288,20 @@ def up(timeout: float = 120, *, fresh: bool = False) -> None:
                 "-c",
                 str(props),
                 "--standalone",
-                "--add-scram",
-                f"SCRAM-SHA-512=[name={SCRAM_USER},password={SCRAM_PASSWORD}]",
+                *(
+                    []
+                    if plain
+                    else ["--add-scram", f"SCRAM-SHA-512=[name={SCRAM_USER},password={SCRAM_PASSWORD}]"]
+                ),
             )
         )
     env = dict(os.environ)
     # Kafka fetches only allow-listed OAuth URLs (CVE-2025-27817)
-    allowed = f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={oidc.jwks_endpoint()}"
-    procs.start(NAME, _java_cmd("kafka.Kafka", str(props), props=(allowed,)), env=env)
+    allowed = () if plain else (f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={oidc.jwks_endpoint()}",)
+    procs.start(NAME, _java_cmd("kafka.Kafka", str(props), props=allowed), env=env)
     procs.wait_started(NAME, _ready_fast, timeout)
-    _grant_stack_principals()
+    if not plain:
+        _grant_stack_principals()
 
 
 def _grant_stack_principals() -> None:

@@ -46,7 +46,12 @@ for i in range(20):
 @contextlib.contextmanager
 def fresh_broker(run_dir: Path) -> Iterator[str]:
     """A second KRaft broker with empty data for the length of the block; its bootstrap address."""
-    env = {**os.environ, "BATON_RUN_DIR": str(run_dir), "BATON_PORT_BASE": str(PORT_BASE)}
+    env = {
+        **os.environ,
+        "BATON_RUN_DIR": str(run_dir),
+        "BATON_PORT_BASE": str(PORT_BASE),
+        "BATON_KAFKA_PLAIN": "1",  # plaintext only: no Keycloak to start beside it
+    }
     stack = [str(REPO / "dev" / "stack")]
     up = subprocess.run(
         [*stack, "up", "kafka", "--fresh"], env=env, capture_output=True, text=True, timeout=300
