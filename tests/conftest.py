@@ -301,3 +301,35 @@ def node_compactor_image(node: Node, compactor_image: str) -> str:
 
     node_mod.load_image(compactor_image)
     return compactor_image
+
+
+# Where a run's time went, by xdist group ("free": Kafka-only tests spread over the workers):
+# the sum of each phase's durations, printed at the end. CI keeps the log's tail only, and the
+# warm run's 25-minute target is judged there (docs/benchmarks.md, "The image build and the
+# test suite's own time"); a setup's time is mostly fixtures starting things or waiting for
+# the CRD lock.
+_PHASE_SECONDS: dict[tuple[str, str], float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    group = report.nodeid.rpartition("@")[2] if "@" in report.nodeid else "free"
+    key = (group, report.when)
+    _PHASE_SECONDS[key] = _PHASE_SECONDS.get(key, 0.0) + report.duration
+
+
+@pytest.hookimpl(trylast=True)  # after the slowest durations: nearer the log's tail
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _PHASE_SECONDS:
+        return
+    groups = sorted(
+        {g for g, _ in _PHASE_SECONDS},
+        key=lambda g: -sum(s for (h, _), s in _PHASE_SECONDS.items() if h == g),
+    )
+    terminalreporter.write_sep("=", "test time by group (s)")
+    terminalreporter.write_line(f"{'group':<16}{'setup':>9}{'call':>9}{'teardown':>10}{'total':>9}")
+    for g in groups:
+        setup, call, teardown = (_PHASE_SECONDS.get((g, w), 0.0) for w in ("setup", "call", "teardown"))
+        total = setup + call + teardown
+        terminalreporter.write_line(f"{g:<16}{setup:>9.0f}{call:>9.0f}{teardown:>10.0f}{total:>9.0f}")
+    whole = sum(_PHASE_SECONDS.values())
+    terminalreporter.write_line(f"{'all':<16}{'':>9}{'':>9}{'':>10}{whole:>9.0f}")
