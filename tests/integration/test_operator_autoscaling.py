@@ -27,7 +27,8 @@ import pytest
 from batondev.paths import CLICK_COUNTER
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from baton.testing import SteadyInput, WorkerProcess, end_offsets, wait_for
+from baton.testing import SteadyInput, WorkerProcess, wait_for
+from tests.support.click_counters import wait_for_changelog_past
 from tests.support.operator import (
     KubectlFn,
     OperatorProcess,
@@ -42,11 +43,6 @@ pytestmark = pytest.mark.integration
 
 PARTITIONS = 4
 RECOVERY_LAG = 20  # the workers' acceptable.recovery.lag in the scale-in test
-
-
-def past(ends: dict[int, int], records: int) -> bool:
-    """Every partition of the topic (all PARTITIONS of them there) ends past ``records``."""
-    return len(ends) == PARTITIONS and min(ends.values()) > records
 
 
 class SlowConsumer:
@@ -320,14 +316,7 @@ def test_autoscaling_scales_in_from_the_workers_busy_fraction_while_they_keep_up
             )
             # A partition whose changelog is within the bound would move unwarmed ("restored"):
             # a CI run drained that early and got one. Only past it may the operator scale in.
-            changelog = f"{app_id}-blue-user-counts-store-changelog"
-            wait_for(
-                f"every partition of {changelog} past {RECOVERY_LAG * 3} records",
-                lambda: past(end_offsets(kafka_bootstrap, changelog), RECOVERY_LAG * 3),
-                60,
-                every=0.5,
-                detail=lambda: str(end_offsets(kafka_bootstrap, changelog)),
-            )
+            wait_for_changelog_past(kafka_bootstrap, f"{app_id}-blue", PARTITIONS, RECOVERY_LAG * 3)
             kubectl(
                 "patch", "sapp", "click-counter", "-n", namespace, "--type=merge",
                 "-p", json.dumps({"spec": {"autoscaling": {"minReplicas": 1}}}),

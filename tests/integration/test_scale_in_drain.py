@@ -19,7 +19,8 @@ import pytest
 from baton.control.channel import control_topic
 from baton.operator.coverage import GroupRoles, describe, roles_from
 from baton.operator.flips import write_draining
-from baton.testing import SteadyInput, WorkerProcess, end_offsets, wait_for
+from baton.testing import SteadyInput, WorkerProcess, wait_for
+from tests.support.click_counters import wait_for_changelog_past
 from tests.support.flips import TOPOLOGY, assert_exact, latest_counts
 from tests.support.secured import listener, properties_file
 
@@ -98,14 +99,7 @@ def test_a_pod_marked_to_drain_hands_its_tasks_to_their_standbys_and_takes_them_
             wait_for("three members, each running tasks", spread, 120, every=1)
             # past the bound on every partition (a slow machine may take a while): only then is
             # a member with no copy of a task not caught up
-            changelog = f"{group}-user-counts-store-changelog"
-            wait_for(
-                f"every partition of {changelog} past 60 records",
-                lambda: (ends := end_offsets(kafka_bootstrap, changelog)) and min(ends.values()) > 60,
-                60,
-                every=0.5,
-                detail=lambda: str(end_offsets(kafka_bootstrap, changelog)),
-            )
+            wait_for_changelog_past(kafka_bootstrap, group, 6, 60)
             time.sleep(3)  # the standbys catch up (probing rebalances every 2 s)
             marked_at = time.time()
             write_draining(kafka_bootstrap, control_topic(base), {}, "blue", frozenset({"pod-2"}))

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from batondev.paths import CLICK_COUNTER
 
-from baton.testing import WorkerProcess
+from baton.testing import WorkerProcess, end_offsets, wait_for
+from baton.worker.naming import changelog_topic
 
 
 def two_click_counters(
@@ -45,4 +46,24 @@ def logged_errors(workers: Iterable[WorkerProcess]) -> str:
         for w in workers
         for x in w.logs()
         if x.get("level") == "error"
+    )
+
+
+def wait_for_changelog_past(bootstrap: str, application_id: str, partitions: int, records: int) -> None:
+    """Until every partition of the click counter's changelog ends past ``records``.
+
+    A changelog within ``acceptable.recovery.lag`` makes a member with no copy caught up, so a
+    task moved then starts unwarmed: tests that expect a warm start wait for this first."""
+    changelog = changelog_topic(application_id, "user-counts-store")
+
+    def past() -> bool:
+        ends = end_offsets(bootstrap, changelog)
+        return len(ends) == partitions and min(ends.values()) > records
+
+    wait_for(
+        f"every partition of {changelog} past {records} records",
+        past,
+        60,
+        every=0.5,
+        detail=lambda: str(end_offsets(bootstrap, changelog)),
     )
